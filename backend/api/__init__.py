@@ -1,0 +1,1 @@
+"""The HTTP surface (FastAPI), mounted into the Reflex app through ``api_transformer``."""

@@ -1,0 +1,233 @@
+"""Async reads that apply the rule; each is one SQL statement whatever the number of rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, case, func, literal, select, true
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import ColumnElement
+
+from backend.authority import sql as q
+from backend.authority.bundles import BundleFacts
+from backend.models import MessageType, PendingAction
+
+#: Lower rank wins: a clarification outranks a permission request on the same session.
+_ACTION_RANK = {MessageType.CLARIFICATION_REQUEST.value: 0, MessageType.PERMISSION_REQUEST.value: 1}
+_RANK_ACTION = {0: PendingAction.CLARIFICATION, 1: PendingAction.PERMISSION}
+_ACTION_RANK_BY_ACTION = {action: rank for rank, action in _RANK_ACTION.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class SessionAuthority:
+    """One session's authoritative projection inputs."""
+
+    session_id: str
+    task_id: str
+    state: str
+    current_turn_id: str | None
+    pending_action: PendingAction | None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnView:
+    id: str
+    session_id: str
+    started_at: datetime
+    completed_at: datetime | None
+    created_at: datetime
+
+
+def task_pending_actions(
+    sessions: list[SessionAuthority],
+) -> dict[str, PendingAction | None]:
+    """Task-level pending action: the highest-ranked action of any of its sessions."""
+    best: dict[str, PendingAction | None] = {}
+    for session in sessions:
+        current = best.get(session.task_id)
+        candidate = session.pending_action
+        if current is None or (
+            candidate is not None
+            and _ACTION_RANK_BY_ACTION[candidate] < _ACTION_RANK_BY_ACTION[current]
+        ):
+            best[session.task_id] = candidate
+        else:
+            best.setdefault(session.task_id, current)
+    return best
+
+
+async def current_turn_ids(conn: AsyncConnection, session_ids: list[str]) -> dict[str, str | None]:
+    """The current turn of each session (``None`` when it has no authoritative turn)."""
+    if not session_ids:
+        return {}
+    s = q.sessions
+    stmt = select(s.c.id, q.current_turn_id(s.c.id)).where(s.c.id.in_(session_ids))
+    return {row[0]: row[1] for row in await conn.execute(stmt)}
+
+
+async def session_authority(
+    conn: AsyncConnection, sessions_where: ColumnElement[bool]
+) -> list[SessionAuthority]:
+    """Current turn and ``pending_action`` of every session matching ``sessions_where``.
+
+    One statement for any number of sessions: a CTE finds each current turn, the request
+    bundles that have a row in it become candidates, and the rule's predicate runs over all
+    rows of each candidate (so sibling rows with legacy or conflicting turn ids count).
+    """
+    s = q.sessions
+    cur = (
+        select(
+            s.c.id.label("session_id"),
+            s.c.task_id,
+            s.c.state,
+            q.current_turn_id(s.c.id).label("turn_id"),
+        )
+        .where(sessions_where)
+        .cte("cur")
+    )
+    in_turn = q.messages.alias("in_turn")
+    candidates = (
+        select(
+            cur.c.session_id,
+            cur.c.turn_id,
+            cur.c.state,
+            q.pending_id(in_turn).label("pending_id"),
+            in_turn.c.type,
+        )
+        .distinct()
+        .join(
+            in_turn,
+            and_(
+                in_turn.c.turn_id == cur.c.turn_id,
+                in_turn.c.session_id == cur.c.session_id,
+                in_turn.c.type.in_(q.REQUEST_TYPES),
+            ),
+        )
+        .where(cur.c.state.not_in(q.TERMINAL_STATES))
+        .subquery("candidates")
+    )
+    row = q.messages.alias("bundle_row")
+    agg = q.bundle_aggregates(row)
+    rank = case(
+        *((candidates.c.type == t, literal(r)) for t, r in _ACTION_RANK.items()), else_=literal(9)
+    )
+    active = (
+        select(candidates.c.session_id, func.min(rank).label("rank"))
+        .join(
+            row,
+            and_(
+                row.c.session_id == candidates.c.session_id,
+                q.pending_id(row) == candidates.c.pending_id,
+                row.c.type == candidates.c.type,
+            ),
+        )
+        .group_by(
+            candidates.c.session_id,
+            candidates.c.pending_id,
+            candidates.c.type,
+            candidates.c.turn_id,
+            candidates.c.state,
+        )
+        .having(q.is_active_bundle(agg, candidates.c.turn_id, candidates.c.state))
+        .subquery("active")
+    )
+    best = (
+        select(active.c.session_id, func.min(active.c.rank).label("rank"))
+        .group_by(active.c.session_id)
+        .subquery("best")
+    )
+    stmt = (
+        select(cur.c.session_id, cur.c.task_id, cur.c.state, cur.c.turn_id, best.c.rank)
+        .select_from(cur.outerjoin(best, best.c.session_id == cur.c.session_id))
+        .order_by(cur.c.session_id)
+    )
+    return [
+        SessionAuthority(
+            session_id=r.session_id,
+            task_id=r.task_id,
+            state=r.state,
+            current_turn_id=r.turn_id,
+            pending_action=_RANK_ACTION.get(r.rank) if r.rank is not None else None,
+        )
+        for r in await conn.execute(stmt)
+    ]
+
+
+def _bundle_facts_stmt(rows_where: Any) -> Any:
+    row = q.messages.alias("bundle_row")
+    agg = q.bundle_aggregates(row)
+    pid = q.pending_id(row)
+    bundle = (
+        select(
+            row.c.session_id,
+            pid.label("pending_id"),
+            row.c.type,
+            *(expr.label(name) for name, expr in agg.items()),
+        )
+        .where(row.c.type.in_(q.REQUEST_TYPES), rows_where(row), pid.is_not(None))
+        .group_by(row.c.session_id, pid, row.c.type)
+        .subquery("bundle")
+    )
+    s = q.sessions
+    with_turn = (
+        select(
+            bundle,
+            s.c.task_id,
+            s.c.state.label("session_state"),
+            q.current_turn_id(bundle.c.session_id).label("current_turn_id"),
+        )
+        .join(s, s.c.id == bundle.c.session_id)
+        .subquery("with_turn")
+    )
+    agg_cols = {name: with_turn.c[name] for name in agg}
+    is_active = q.is_active_bundle(agg_cols, with_turn.c.current_turn_id, with_turn.c.session_state)
+    return (
+        select(with_turn, case((is_active, true()), else_=literal(False)).label("is_active")),
+        is_active,
+        with_turn,
+    )
+
+
+def _facts(r: Any) -> BundleFacts:
+    identity = r.turn_min if r.turn_min is not None and r.turn_min == r.turn_max else None
+    return BundleFacts(
+        pending_id=r.pending_id,
+        session_id=r.session_id,
+        task_id=r.task_id,
+        request_type=r.type,
+        turn_id=identity,
+        current_turn_id=r.current_turn_id,
+        session_state=r.session_state,
+        pending_rows=int(r.pending_rows or 0),
+        intent_rows=int(r.intent_rows or 0),
+        row_count=int(r.row_count),
+        is_active=bool(r.is_active),
+    )
+
+
+async def bundle_facts(conn: AsyncConnection, pending_id: str) -> BundleFacts | None:
+    """Everything the state machine needs about one bundle, or ``None`` if it has no rows."""
+    stmt, _, with_turn = _bundle_facts_stmt(lambda row: q.pending_id(row) == pending_id)
+    result = (await conn.execute(stmt.order_by(with_turn.c.session_id))).first()
+    return _facts(result) if result is not None else None
+
+
+async def active_bundles(conn: AsyncConnection, session_id: str) -> list[BundleFacts]:
+    """The session's operational bundles (what a chat overlay may show)."""
+    stmt, is_active, with_turn = _bundle_facts_stmt(lambda row: row.c.session_id == session_id)
+    stmt = stmt.where(is_active).order_by(with_turn.c.pending_id)
+    return [_facts(r) for r in await conn.execute(stmt)]
+
+
+async def visible_turns(conn: AsyncConnection, session_id: str) -> list[TurnView]:
+    """Client-visible turn history, oldest first; unpublished reservations stay hidden until
+    published or referenced by a message, even when an attempt marker makes them current."""
+    t = q.turns
+    stmt = (
+        select(t.c.id, t.c.session_id, t.c.started_at, t.c.completed_at, t.c.created_at)
+        .where(t.c.session_id == session_id, q.is_visible(t))
+        .order_by(*q.oldest_first(t))
+    )
+    return [TurnView(*r) for r in await conn.execute(stmt)]

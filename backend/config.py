@@ -1,0 +1,30 @@
+"""One settings object for the backend, read from the environment (prefix ``KANDEV_``).
+
+SQLite is the embedded default so that a fresh checkout runs with no server; PostgreSQL is
+selected by pointing ``KANDEV_DATABASE_URL`` at a ``postgresql+psycopg://`` URL.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SQLITE_PATH = PROJECT_ROOT / ".data" / "kandev.db"
+
+
+class Settings(BaseSettings):
+    """Process-wide configuration; tests build their own instances instead of patching env."""
+
+    model_config = SettingsConfigDict(env_prefix="KANDEV_", extra="ignore")
+
+    database_url: str = f"sqlite+aiosqlite:///{DEFAULT_SQLITE_PATH}"
+    sqlite_busy_timeout_ms: int = 10_000
+    db_pool_size: int = 5
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

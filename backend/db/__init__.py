@@ -1,0 +1,1 @@
+"""Database plumbing: engines, column types and the dialect-specific JSON expressions."""

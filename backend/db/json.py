@@ -1,0 +1,77 @@
+"""Dialect-specific reads of keys inside JSON metadata columns.
+
+The spec stores clarification and reservation state in JSON metadata, and older writers stored
+boolean flags as ``true``, ``"true"``, ``"1"`` or ``1``. Every query that reads such a key goes
+through these two constructs so SQLite and PostgreSQL agree, and so expression indexes (which
+need the exact same expression text) are hit. Keys are rendered as literals, never bound
+parameters, for the same reason.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import Boolean, String
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.expression import FunctionElement
+
+_KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def _checked(key: str) -> str:
+    if not _KEY.match(key):
+        raise ValueError(f"unsafe JSON key {key!r}")
+    return key
+
+
+class json_text(FunctionElement[str]):
+    """``metadata.key`` as SQL text (strings unquoted), NULL when absent."""
+
+    type = String()
+    inherit_cache = True
+
+    def __init__(self, column: ColumnElement[Any], key: str) -> None:
+        self.key = _checked(key)
+        super().__init__(column)
+
+
+class json_flag(FunctionElement[bool]):
+    """True when ``metadata.key`` is boolean true, ``"true"``, ``"1"`` or numeric 1."""
+
+    type = Boolean()
+    inherit_cache = True
+
+    def __init__(self, column: ColumnElement[Any], key: str) -> None:
+        self.key = _checked(key)
+        super().__init__(column)
+
+
+def _column_sql(element: FunctionElement[Any], compiler: Any, **kw: Any) -> str:
+    (column,) = element.clauses.clauses
+    return compiler.process(column, **kw)
+
+
+@compiles(json_text, "sqlite")
+def _json_text_sqlite(element: json_text, compiler: Any, **kw: Any) -> str:
+    return f"json_extract({_column_sql(element, compiler, **kw)}, '$.{element.key}')"
+
+
+@compiles(json_text, "postgresql")
+def _json_text_pg(element: json_text, compiler: Any, **kw: Any) -> str:
+    return f"({_column_sql(element, compiler, **kw)} ->> '{element.key}')"
+
+
+@compiles(json_flag, "sqlite")
+def _json_flag_sqlite(element: json_flag, compiler: Any, **kw: Any) -> str:
+    # json_extract yields integer 1 for JSON true and for the number 1, text for the strings.
+    path = f"json_extract({_column_sql(element, compiler, **kw)}, '$.{element.key}')"
+    return f"(coalesce({path} IN (1, '1', 'true'), 0) = 1)"
+
+
+@compiles(json_flag, "postgresql")
+def _json_flag_pg(element: json_flag, compiler: Any, **kw: Any) -> str:
+    # ->> renders JSON true as 'true' and the number 1 as '1', same as the string forms.
+    text = f"({_column_sql(element, compiler, **kw)} ->> '{element.key}')"
+    return f"(coalesce({text} IN ('true', '1'), false))"

@@ -1,0 +1,1 @@
+"""Derived views clients read: pending-action projections and their revisions."""

@@ -1,0 +1,62 @@
+"""Shared fixtures: every database test runs once on SQLite and once on PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlmodel import SQLModel
+
+from backend.db.engine import create_engine
+from backend.db.migrate import upgrade
+from tests import postgres
+from tests.postgres import throwaway_postgres  # noqa: F401  (fixture, used on demand)
+
+BACKENDS = ("sqlite", "postgres")
+#: Rows that survive between tests: the durable counters and Alembic's version.
+_KEPT_TABLES = {"kandev_meta", "alembic_version"}
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A migrated database of each kind, created once per test session."""
+    if request.param == "sqlite":
+        path: Path = tmp_path_factory.mktemp("sqlite") / "kandev.db"
+        url = f"sqlite+aiosqlite:///{path}"
+        upgrade(url)
+        yield url
+        return
+    with postgres.scratch_database(postgres.server_url(request)) as url:
+        upgrade(url)
+        yield url
+
+
+@pytest.fixture(scope="session")
+async def session_engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(database_url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def engine(session_engine: AsyncEngine) -> AsyncIterator[AsyncEngine]:
+    """The migrated database, emptied of data rows before each test."""
+    await _truncate(session_engine)
+    yield session_engine
+
+
+async def _truncate(engine: AsyncEngine) -> None:
+    tables = [
+        t.name for t in reversed(SQLModel.metadata.sorted_tables) if t.name not in _KEPT_TABLES
+    ]
+    async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            await conn.execute(text(f"TRUNCATE {', '.join(tables)} CASCADE"))
+        else:
+            for name in tables:
+                await conn.execute(text(f"DELETE FROM {name}"))
