@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, literal, select, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import Subquery
 
 from backend.authority import sql as q
 from backend.authority.bundles import BundleFacts
@@ -155,7 +157,8 @@ async def session_authority(
     ]
 
 
-def _bundle_facts_stmt(rows_where: Any) -> Any:
+def _bundle_facts_query(rows_where: Callable[[Any], ColumnElement[bool]]) -> Subquery:
+    """One row of :class:`BundleFacts` columns per bundle whose rows match ``rows_where``."""
     row = q.messages.alias("bundle_row")
     agg = q.bundle_aggregates(row)
     pid = q.pending_id(row)
@@ -183,11 +186,9 @@ def _bundle_facts_stmt(rows_where: Any) -> Any:
     )
     agg_cols = {name: with_turn.c[name] for name in agg}
     is_active = q.is_active_bundle(agg_cols, with_turn.c.current_turn_id, with_turn.c.session_state)
-    return (
-        select(with_turn, case((is_active, true()), else_=literal(False)).label("is_active")),
-        is_active,
-        with_turn,
-    )
+    return select(
+        with_turn, case((is_active, true()), else_=literal(False)).label("is_active")
+    ).subquery("bundle_facts")
 
 
 def _facts(r: Any) -> BundleFacts:
@@ -209,15 +210,16 @@ def _facts(r: Any) -> BundleFacts:
 
 async def bundle_facts(conn: AsyncConnection, pending_id: str) -> BundleFacts | None:
     """Everything the state machine needs about one bundle, or ``None`` if it has no rows."""
-    stmt, _, with_turn = _bundle_facts_stmt(lambda row: q.pending_id(row) == pending_id)
-    result = (await conn.execute(stmt.order_by(with_turn.c.session_id))).first()
+    facts = _bundle_facts_query(lambda row: q.pending_id(row) == pending_id)
+    # Pending ids are unique per bundle; should one ever span sessions, pick deterministically.
+    result = (await conn.execute(select(facts).order_by(facts.c.session_id))).first()
     return _facts(result) if result is not None else None
 
 
 async def active_bundles(conn: AsyncConnection, session_id: str) -> list[BundleFacts]:
     """The session's operational bundles (what a chat overlay may show)."""
-    stmt, is_active, with_turn = _bundle_facts_stmt(lambda row: row.c.session_id == session_id)
-    stmt = stmt.where(is_active).order_by(with_turn.c.pending_id)
+    facts = _bundle_facts_query(lambda row: row.c.session_id == session_id)
+    stmt = select(facts).where(facts.c.is_active).order_by(facts.c.pending_id)
     return [_facts(r) for r in await conn.execute(stmt)]
 
 

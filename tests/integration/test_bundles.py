@@ -150,13 +150,16 @@ async def test_bundle_without_any_turn_id_is_inert(engine):
     assert await pending_action(engine, session) is None
 
 
-async def test_conflicting_turn_ids_make_the_bundle_inert(engine):
+@pytest.mark.parametrize(
+    ("current_id", "other_id"), [("turn-a", "turn-z"), ("turn-z", "turn-a")], ids=["lt", "gt"]
+)
+async def test_conflicting_turn_ids_make_the_bundle_inert(engine, current_id, other_id):
     world = World(engine)
     session = await world.session()
-    old = await world.turn(session, started=1)
-    current = await world.turn(session, started=2)
+    other = await world.turn(session, started=1, turn_id=other_id)
+    current = await world.turn(session, started=2, turn_id=current_id)
     pid = await world.question(session, current)
-    await world.question(session, old, pending_id=pid)
+    await world.question(session, other, pending_id=pid)
     async with read_tx(engine) as conn:
         facts = await bundle_facts(conn, pid)
     assert facts is not None and facts.turn_id is None
@@ -204,6 +207,17 @@ async def test_delivery_intent_marks_the_bundle_claimed(engine):
     pid = await world.question(session, turn, status="answered", delivery_intent={"id": "intent-1"})
     assert await state_of(engine, pid, Waiters(pid)) is BundleState.DELIVERY_CLAIMED
     assert await pending_action(engine, session) is None
+
+
+async def test_delivery_intent_beside_a_pending_row_still_claims_the_bundle(engine):
+    world = World(engine)
+    session = await world.session()
+    turn = await world.turn(session, started=1)
+    pid = await world.question(session, turn, status="answered", delivery_intent={"id": "i"})
+    await world.question(session, turn, pending_id=pid)
+    assert await state_of(engine, pid, Waiters(pid)) is BundleState.DELIVERY_CLAIMED
+    assert await pending_action(engine, session) is None
+    assert await active_ids(engine, session) == []
 
 
 async def test_delivery_claim_outranks_supersession(engine):
