@@ -1,7 +1,8 @@
 """Where the PostgreSQL half of the suite gets its server.
 
 In order: ``KANDEV_TEST_POSTGRES_URL``; the local server at 127.0.0.1:5432 when it answers; a
-throwaway server that pytest-postgresql starts from the ``postgresql`` package binaries. Under
+throwaway server that pytest-postgresql starts from the ``postgresql`` package binaries
+(``KANDEV_TEST_POSTGRES_THROWAWAY=1`` skips the local server to exercise this path). Under
 ``CI=true`` no server is a failure, never a silent skip. Each test session creates its own
 databases on that server and drops them afterwards.
 """
@@ -59,7 +60,8 @@ def server_url(request: pytest.FixtureRequest) -> str:
         if not _answers(configured):
             missing(f"KANDEV_TEST_POSTGRES_URL={configured!r} does not answer")
         return configured
-    if _answers(LOCAL_SERVER):
+    force_throwaway = os.environ.get("KANDEV_TEST_POSTGRES_THROWAWAY") == "1"
+    if not force_throwaway and _answers(LOCAL_SERVER):
         return LOCAL_SERVER
     if _pg_ctl() is None:
         missing("no server at 127.0.0.1:5432 and no pg_ctl to start one (apt: postgresql)")
