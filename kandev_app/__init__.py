@@ -1,0 +1,1 @@
+"""The Reflex app package (``rxconfig.app_name``)."""
