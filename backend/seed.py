@@ -33,6 +33,8 @@ from backend.models import (
 )
 
 DEFAULT_STEPS = ("Backlog", "In Progress", "Review", "Done")
+#: The task state that matches each default step, so the demo board reads naturally.
+STEP_TASK_STATES = ("TODO", "IN_PROGRESS", "REVIEW", "DONE")
 LOCAL_USER_EMAIL = "local@kandev.invalid"
 
 
@@ -160,7 +162,7 @@ def _demo_rows() -> list[object]:
                 workflow_id=workflow.id,
                 workflow_step_id=steps[step].id,
                 title=title,
-                state="IN_PROGRESS" if story else "TODO",
+                state=STEP_TASK_STATES[step],
                 created_at=t,
                 updated_at=t,
             )
