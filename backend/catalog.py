@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import select, true
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from backend.authority import session_authority, task_pending_actions
-from backend.authority.sql import sessions
+from backend.authority import task_pending_actions
 from backend.db.engine import read_tx
 from backend.models import Task, Workflow, WorkflowStep, Workspace
 
@@ -53,8 +52,7 @@ async def list_workspaces_with_tasks(engine: AsyncEngine) -> list[WorkspaceView]
                 .order_by(_steps.c.position, _tasks.c.created_at, _tasks.c.id)
             )
         ).all()
-        authority = await session_authority(conn, sessions.c.task_id.in_(select(_tasks.c.id)))
-    pending = task_pending_actions(authority)
+        pending = await task_pending_actions(conn, true())
     by_workspace: dict[str, list[TaskView]] = {}
     for row in task_rows:
         action = pending.get(row.id)

@@ -12,6 +12,7 @@ from backend.authority.repository import (
     bundle_facts,
     current_turn_ids,
     session_authority,
+    session_pending_actions,
     task_pending_actions,
     visible_turns,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "classify_bundle",
     "current_turn_ids",
     "session_authority",
+    "session_pending_actions",
     "task_pending_actions",
     "visible_turns",
 ]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from backend.models import TERMINAL_SESSION_STATES
+from backend.vocabulary import TERMINAL_SESSION_STATES
 
 
 class BundleState(StrEnum):

@@ -7,19 +7,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, func, literal, select, true
+from sqlalchemy import case, func, literal, select, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import Subquery
 
 from backend.authority import sql as q
 from backend.authority.bundles import BundleFacts
-from backend.models import MessageType, PendingAction
-
-#: Lower rank wins: a clarification outranks a permission request on the same session.
-_ACTION_RANK = {MessageType.CLARIFICATION_REQUEST.value: 0, MessageType.PERMISSION_REQUEST.value: 1}
-_RANK_ACTION = {0: PendingAction.CLARIFICATION, 1: PendingAction.PERMISSION}
-_ACTION_RANK_BY_ACTION = {action: rank for rank, action in _RANK_ACTION.items()}
+from backend.request_evidence import is_request
+from backend.request_evidence import pending_id as pending_id_of
+from backend.vocabulary import PendingAction
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,24 +39,6 @@ class TurnView:
     created_at: datetime
 
 
-def task_pending_actions(
-    sessions: list[SessionAuthority],
-) -> dict[str, PendingAction | None]:
-    """Task-level pending action: the highest-ranked action of any of its sessions."""
-    best: dict[str, PendingAction | None] = {}
-    for session in sessions:
-        current = best.get(session.task_id)
-        candidate = session.pending_action
-        if current is None or (
-            candidate is not None
-            and _ACTION_RANK_BY_ACTION[candidate] < _ACTION_RANK_BY_ACTION[current]
-        ):
-            best[session.task_id] = candidate
-        else:
-            best.setdefault(session.task_id, current)
-    return best
-
-
 async def current_turn_ids(conn: AsyncConnection, session_ids: list[str]) -> dict[str, str | None]:
     """The current turn of each session (``None`` when it has no authoritative turn)."""
     if not session_ids:
@@ -74,94 +53,53 @@ async def session_authority(
 ) -> list[SessionAuthority]:
     """Current turn and ``pending_action`` of every session matching ``sessions_where``.
 
-    One statement for any number of sessions: a CTE finds each current turn, the request
-    bundles that have a row in it become candidates, and the rule's predicate runs over all
-    rows of each candidate (so sibling rows with legacy or conflicting turn ids count).
+    Meant for a task's session list (a handful of rows); for whole task lists, use
+    :func:`task_pending_actions`, which never computes turns of sessions without open requests.
     """
     s = q.sessions
-    cur = (
-        select(
-            s.c.id.label("session_id"),
-            s.c.task_id,
-            s.c.state,
-            q.current_turn_id(s.c.id).label("turn_id"),
-        )
-        .where(sessions_where)
-        .cte("cur")
-    )
-    in_turn = q.messages.alias("in_turn")
-    candidates = (
-        select(
-            cur.c.session_id,
-            cur.c.turn_id,
-            cur.c.state,
-            q.pending_id(in_turn).label("pending_id"),
-            in_turn.c.type,
-        )
-        .distinct()
-        .join(
-            in_turn,
-            and_(
-                in_turn.c.turn_id == cur.c.turn_id,
-                in_turn.c.session_id == cur.c.session_id,
-                in_turn.c.type.in_(q.REQUEST_TYPES),
-            ),
-        )
-        .where(cur.c.state.not_in(q.TERMINAL_STATES))
-        .subquery("candidates")
-    )
-    row = q.messages.alias("bundle_row")
-    agg = q.bundle_aggregates(row)
-    rank = case(
-        *((candidates.c.type == t, literal(r)) for t, r in _ACTION_RANK.items()), else_=literal(9)
-    )
-    active = (
-        select(candidates.c.session_id, func.min(rank).label("rank"))
-        .join(
-            row,
-            and_(
-                row.c.session_id == candidates.c.session_id,
-                q.pending_id(row) == candidates.c.pending_id,
-                row.c.type == candidates.c.type,
-            ),
-        )
-        .group_by(
-            candidates.c.session_id,
-            candidates.c.pending_id,
-            candidates.c.type,
-            candidates.c.turn_id,
-            candidates.c.state,
-        )
-        .having(q.is_active_bundle(agg, candidates.c.turn_id, candidates.c.state))
-        .subquery("active")
-    )
+    active = q.active_bundles_of(sessions_where)
     best = (
         select(active.c.session_id, func.min(active.c.rank).label("rank"))
         .group_by(active.c.session_id)
         .subquery("best")
     )
     stmt = (
-        select(cur.c.session_id, cur.c.task_id, cur.c.state, cur.c.turn_id, best.c.rank)
-        .select_from(cur.outerjoin(best, best.c.session_id == cur.c.session_id))
-        .order_by(cur.c.session_id)
+        select(s.c.id, s.c.task_id, s.c.state, q.current_turn_id(s.c.id), best.c.rank)
+        .select_from(s.outerjoin(best, best.c.session_id == s.c.id))
+        .where(sessions_where)
+        .order_by(s.c.id)
     )
     return [
-        SessionAuthority(
-            session_id=r.session_id,
-            task_id=r.task_id,
-            state=r.state,
-            current_turn_id=r.turn_id,
-            pending_action=_RANK_ACTION.get(r.rank) if r.rank is not None else None,
-        )
-        for r in await conn.execute(stmt)
+        SessionAuthority(sid, task_id, state, turn_id, q.RANKED_ACTIONS.get(rank))
+        for sid, task_id, state, turn_id, rank in await conn.execute(stmt)
     ]
+
+
+async def session_pending_actions(
+    conn: AsyncConnection, sessions_where: ColumnElement[bool]
+) -> dict[str, PendingAction]:
+    """``pending_action`` of the matching sessions that have one (absent means none)."""
+    active = q.active_bundles_of(sessions_where)
+    stmt = select(active.c.session_id, func.min(active.c.rank)).group_by(active.c.session_id)
+    return {sid: q.RANKED_ACTIONS[rank] for sid, rank in await conn.execute(stmt)}
+
+
+async def task_pending_actions(
+    conn: AsyncConnection, tasks_where: ColumnElement[bool]
+) -> dict[str, PendingAction]:
+    """Task-level ``pending_action`` of the matching tasks that have one (absent means none):
+    the strongest action of any of the task's sessions, folded in SQL."""
+    t = q.tasks
+    active = q.active_bundles_of(q.sessions.c.task_id.in_(select(t.c.id).where(tasks_where)))
+    stmt = select(active.c.task_id, func.min(active.c.rank)).group_by(active.c.task_id)
+    return {task_id: q.RANKED_ACTIONS[rank] for task_id, rank in await conn.execute(stmt)}
 
 
 def _bundle_facts_query(rows_where: Callable[[Any], ColumnElement[bool]]) -> Subquery:
     """One row of :class:`BundleFacts` columns per bundle whose rows match ``rows_where``."""
     row = q.messages.alias("bundle_row")
     agg = q.bundle_aggregates(row)
-    pid = q.pending_id(row)
+    pid = pending_id_of(row)
     bundle = (
         select(
             row.c.session_id,
@@ -169,7 +107,7 @@ def _bundle_facts_query(rows_where: Callable[[Any], ColumnElement[bool]]) -> Sub
             row.c.type,
             *(expr.label(name) for name, expr in agg.items()),
         )
-        .where(row.c.type.in_(q.REQUEST_TYPES), rows_where(row), pid.is_not(None))
+        .where(is_request(row), rows_where(row), pid.is_not(None))
         .group_by(row.c.session_id, pid, row.c.type)
         .subquery("bundle")
     )
@@ -210,7 +148,7 @@ def _facts(r: Any) -> BundleFacts:
 
 async def bundle_facts(conn: AsyncConnection, pending_id: str) -> BundleFacts | None:
     """Everything the state machine needs about one bundle, or ``None`` if it has no rows."""
-    facts = _bundle_facts_query(lambda row: q.pending_id(row) == pending_id)
+    facts = _bundle_facts_query(lambda row: pending_id_of(row) == pending_id)
     # Pending ids are unique per bundle; should one ever span sessions, pick deterministically.
     result = (await conn.execute(select(facts).order_by(facts.c.session_id))).first()
     return _facts(result) if result is not None else None

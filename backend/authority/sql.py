@@ -20,29 +20,28 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import Subquery
 
-from backend.db.json import json_flag, json_text
-from backend.models import (
-    TERMINAL_SESSION_STATES,
-    MessageType,
-    RequestStatus,
-    TaskSession,
-    TaskSessionMessage,
-    TaskSessionTurn,
+from backend.db.json import json_flag
+from backend.models import Task, TaskSession, TaskSessionMessage, TaskSessionTurn
+from backend.request_evidence import (
+    has_delivery_intent,
+    is_open_request,
+    is_pending_row,
+    pending_id,
 )
+from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction
 
+tasks: Table = Task.__table__  # type: ignore[attr-defined]
 sessions: Table = TaskSession.__table__  # type: ignore[attr-defined]
 turns: Table = TaskSessionTurn.__table__  # type: ignore[attr-defined]
 messages: Table = TaskSessionMessage.__table__  # type: ignore[attr-defined]
 
-REQUEST_TYPES = (MessageType.CLARIFICATION_REQUEST.value, MessageType.PERMISSION_REQUEST.value)
 TERMINAL_STATES = tuple(sorted(state.value for state in TERMINAL_SESSION_STATES))
 
 # Keys of turn metadata written by prompt reservation (see the spec's Data model).
 DISPATCH_PENDING = "prompt_dispatch_pending"
 DISPATCH_ATTEMPTED = "prompt_dispatch_attempted"
-# Key of message metadata holding an unfinished response-delivery intent.
-DELIVERY_INTENT = "delivery_intent"
 
 
 def has_message_evidence(turn: Any) -> ColumnElement[bool]:
@@ -88,21 +87,6 @@ def current_turn_id(session_id: ColumnElement[str]) -> Any:
     )
 
 
-def pending_id(message: Any) -> ColumnElement[str]:
-    return json_text(message.c.metadata, "pending_id")
-
-
-def is_pending_row(message: Any) -> ColumnElement[bool]:
-    """Pending evidence on one row. A missing status counts (legacy writers omitted it); turn
-    ownership, applied by the bundle predicate, then decides whether that evidence matters."""
-    status = json_text(message.c.metadata, "status")
-    return or_(status.is_(None), status == RequestStatus.PENDING.value)
-
-
-def has_delivery_intent(message: Any) -> ColumnElement[bool]:
-    return json_text(message.c.metadata, DELIVERY_INTENT).is_not(None)
-
-
 def bundle_aggregates(message: Any) -> dict[str, ColumnElement[Any]]:
     """Per-bundle facts over all of a bundle's rows (use inside a GROUP BY on the bundle).
 
@@ -133,4 +117,69 @@ def is_active_bundle(
         agg["pending_rows"] > 0,
         agg["intent_rows"] == 0,
         session_state.not_in(TERMINAL_STATES),
+    )
+
+
+#: Lower rank wins: a clarification outranks a permission request on the same session.
+ACTION_RANKS: dict[str, int] = {
+    MessageType.CLARIFICATION_REQUEST.value: 0,
+    MessageType.PERMISSION_REQUEST.value: 1,
+}
+RANKED_ACTIONS: dict[int, PendingAction] = {
+    0: PendingAction.CLARIFICATION,
+    1: PendingAction.PERMISSION,
+}
+
+
+def active_bundles_of(sessions_where: ColumnElement[bool]) -> Subquery:
+    """One row ``(session_id, task_id, rank)`` per active bundle of the matching sessions.
+
+    Only a row with pending evidence can make a bundle active, so the search starts from the
+    small partial index of open request rows rather than from every session's current turn;
+    the current turn is computed just for the sessions that have such a row, and the rule's
+    predicate then runs over *all* rows of each candidate bundle (siblings with legacy or
+    conflicting turn ids, and delivery intents on terminal siblings, count).
+    """
+    s = sessions
+    open_row = messages.alias("open_row")
+    open_pid = pending_id(open_row)
+    candidates = (
+        select(
+            open_row.c.session_id,
+            open_pid.label("pending_id"),
+            open_row.c.type,
+            s.c.task_id,
+            s.c.state,
+            current_turn_id(open_row.c.session_id).label("turn_id"),
+        )
+        .join(s, s.c.id == open_row.c.session_id)
+        .where(is_open_request(open_row), sessions_where, s.c.state.not_in(TERMINAL_STATES))
+        .group_by(open_row.c.session_id, open_pid, open_row.c.type, s.c.task_id, s.c.state)
+        .subquery("candidates")
+    )
+    row = messages.alias("bundle_row")
+    rank = case(
+        *((candidates.c.type == t, literal(r)) for t, r in ACTION_RANKS.items()),
+        else_=literal(len(ACTION_RANKS)),
+    )
+    return (
+        select(candidates.c.session_id, candidates.c.task_id, rank.label("rank"))
+        .join(
+            row,
+            and_(
+                pending_id(row) == candidates.c.pending_id,
+                row.c.session_id == candidates.c.session_id,
+                row.c.type == candidates.c.type,
+            ),
+        )
+        .group_by(
+            candidates.c.session_id,
+            candidates.c.pending_id,
+            candidates.c.type,
+            candidates.c.task_id,
+            candidates.c.state,
+            candidates.c.turn_id,
+        )
+        .having(is_active_bundle(bundle_aggregates(row), candidates.c.turn_id, candidates.c.state))
+        .subquery("active_bundles")
     )

@@ -16,6 +16,7 @@ from sqlalchemy import Boolean, String
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.expression import FunctionElement
+from sqlalchemy.sql.visitors import InternalTraversal
 
 _KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -26,26 +27,36 @@ def _checked(key: str) -> str:
     return key
 
 
-class json_text(FunctionElement[str]):
+class _JsonKeyElement(FunctionElement[Any]):
+    """A function of one JSON column and one literal key.
+
+    The key is part of the SQL text, so it must be part of SQLAlchemy's statement cache key;
+    without it, ``metadata.a`` and ``metadata.b`` would share one compiled statement.
+    """
+
+    _traverse_internals = [  # noqa: RUF012 - SQLAlchemy's declaration style
+        *FunctionElement._traverse_internals,
+        ("key", InternalTraversal.dp_string),
+    ]
+    inherit_cache = True
+
+    def __init__(self, column: ColumnElement[Any], key: str) -> None:
+        self.key = _checked(key)
+        super().__init__(column)
+
+
+class json_text(_JsonKeyElement):
     """``metadata.key`` as SQL text (strings unquoted), NULL when absent."""
 
     type = String()
     inherit_cache = True
 
-    def __init__(self, column: ColumnElement[Any], key: str) -> None:
-        self.key = _checked(key)
-        super().__init__(column)
 
-
-class json_flag(FunctionElement[bool]):
+class json_flag(_JsonKeyElement):
     """True when ``metadata.key`` is boolean true, ``"true"``, ``"1"`` or numeric 1."""
 
     type = Boolean()
     inherit_cache = True
-
-    def __init__(self, column: ColumnElement[Any], key: str) -> None:
-        self.key = _checked(key)
-        super().__init__(column)
 
 
 def _column_sql(element: FunctionElement[Any], compiler: Any, **kw: Any) -> str:

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from sqlalchemy import event, insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from backend.authority import session_authority, task_pending_actions
-from backend.authority.sql import sessions
+from backend.authority import session_authority, session_pending_actions, task_pending_actions
+from backend.authority.sql import sessions, tasks
 from backend.db.engine import read_tx, write_tx
 from backend.ids import new_id
 from backend.models import (
@@ -103,12 +103,19 @@ async def test_projection_statement_count_does_not_grow_with_sessions(engine):
     async with read_tx(engine) as conn:
         with counted_statements(engine) as small_statements:
             small = await session_authority(conn, sessions.c.task_id == small_task)
+            small_tasks = await task_pending_actions(conn, tasks.c.id == small_task)
         with counted_statements(engine) as large_statements:
             large = await session_authority(conn, sessions.c.task_id == large_task)
+            large_tasks = await task_pending_actions(conn, tasks.c.id == large_task)
+            large_sessions = await session_pending_actions(conn, sessions.c.task_id == large_task)
 
     assert {s.session_id: s.pending_action for s in small} == small_expected
     assert {s.session_id: s.pending_action for s in large} == large_expected
-    assert len(small_statements) == len(large_statements) == 1
+    assert large_sessions == {sid: a for sid, a in large_expected.items() if a is not None}
+    assert small_tasks == {small_task: PendingAction.CLARIFICATION}
+    assert large_tasks == {large_task: PendingAction.CLARIFICATION}
+    assert len(small_statements) == 2
+    assert len(large_statements) == 3
 
 
 async def test_task_pending_action_takes_the_strongest_session_action(engine):
@@ -122,16 +129,15 @@ async def test_task_pending_action_takes_the_strongest_session_action(engine):
     other_task = await world.task()
     await world.session(other_task)
 
+    both = tasks.c.id.in_([task, other_task])
     async with read_tx(engine) as conn:
-        authority = await session_authority(conn, sessions.c.task_id.in_([task, other_task]))
-    assert task_pending_actions(authority) == {task: PendingAction.PERMISSION, other_task: None}
+        assert await task_pending_actions(conn, both) == {task: PendingAction.PERMISSION}
 
     asking = await world.session(task, is_primary=False)
     turn = await world.turn(asking, started=1)
     await world.question(asking, turn)
     async with read_tx(engine) as conn:
-        authority = await session_authority(conn, sessions.c.task_id == task)
-    assert task_pending_actions(authority) == {task: PendingAction.CLARIFICATION}
+        assert await task_pending_actions(conn, both) == {task: PendingAction.CLARIFICATION}
 
 
 async def test_projection_revision_is_reserved_before_the_read(engine):

@@ -10,10 +10,11 @@ from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import inspect, select, text
 from sqlmodel import SQLModel
 
+from backend.authority.sql import active_bundles_of, sessions
 from backend.db.engine import read_tx, sync_url
-from backend.db.json import json_text
 from backend.db.migrate import alembic_config, upgrade
 from backend.models import TaskSessionMessage
+from backend.request_evidence import pending_id
 
 _EXPLAIN = {"sqlite": "EXPLAIN QUERY PLAN", "postgresql": "EXPLAIN"}
 
@@ -34,17 +35,28 @@ def test_migrated_schema_matches_the_models(database_url):
     assert _diff(database_url) == []
 
 
+async def _plan(conn, statement) -> str:
+    if conn.dialect.name == "postgresql":
+        await conn.execute(text("SET LOCAL enable_seqscan = off"))
+    sql = str(statement.compile(conn.sync_connection, compile_kwargs={"literal_binds": True}))
+    rows = await conn.execute(text(f"{_EXPLAIN[conn.dialect.name]} {sql}"))
+    return " ".join(str(row[-1]) for row in rows)
+
+
+async def test_task_pending_projection_starts_from_the_open_request_index(engine):
+    """Both databases must prove the partial index's predicate from the query's own."""
+    statement = select(active_bundles_of(sessions.c.task_id == "t"))
+    async with read_tx(engine) as conn:
+        plan = await _plan(conn, statement)
+    assert "ix_messages_open_requests" in plan
+
+
 async def test_pending_id_lookups_use_the_expression_index(engine):
     """The json_text construct renders exactly the indexed expression on each dialect."""
     messages = TaskSessionMessage.__table__
-    lookup = select(messages.c.id).where(json_text(messages.c.metadata, "pending_id") == "p")
+    lookup = select(messages.c.id).where(pending_id(messages) == "p")
     async with read_tx(engine) as conn:
-        if conn.dialect.name == "postgresql":
-            await conn.execute(text("SET LOCAL enable_seqscan = off"))
-        sql = str(lookup.compile(conn.sync_connection, compile_kwargs={"literal_binds": True}))
-        plan = " ".join(
-            str(row[-1]) for row in await conn.execute(text(f"{_EXPLAIN[conn.dialect.name]} {sql}"))
-        )
+        plan = await _plan(conn, lookup)
     assert "ix_messages_pending_id" in plan
 
 

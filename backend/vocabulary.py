@@ -1,0 +1,47 @@
+"""The small vocabularies stored in the schema (states, message types, statuses)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class SessionState(StrEnum):
+    CREATED = "CREATED"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    IDLE = "IDLE"
+    WAITING_FOR_INPUT = "WAITING_FOR_INPUT"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+TERMINAL_SESSION_STATES: frozenset[SessionState] = frozenset(
+    {SessionState.COMPLETED, SessionState.FAILED, SessionState.CANCELLED}
+)
+
+
+class MessageType(StrEnum):
+    MESSAGE = "message"
+    CLARIFICATION_REQUEST = "clarification_request"
+    PERMISSION_REQUEST = "permission_request"
+    STATUS = "status"
+
+
+class RequestStatus(StrEnum):
+    """``metadata.status`` of clarification and permission rows."""
+
+    PENDING = "pending"
+    ANSWERED = "answered"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+class PendingAction(StrEnum):
+    CLARIFICATION = "clarification"
+    PERMISSION = "permission"
+
+
+class MetaKey(StrEnum):
+    PROJECTION_EPOCH = "projection_epoch"

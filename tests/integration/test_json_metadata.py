@@ -1,0 +1,38 @@
+"""JSON metadata reads on a real database, through one engine's statement cache."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from backend.authority.sql import messages
+from backend.db.engine import read_tx
+from backend.db.json import json_flag, json_text
+from tests.builders import World
+
+
+async def test_statements_differing_only_in_json_key_do_not_share_a_cache_entry(engine):
+    world = World(engine)
+    session = await world.session()
+    await world.message(session, None, meta={"pending_id": "P", "status": "S", "flag": 0})
+    async with read_tx(engine) as conn:
+        pending = (
+            await conn.execute(select(json_text(messages.c.metadata, "pending_id")))
+        ).scalar()
+        status = (await conn.execute(select(json_text(messages.c.metadata, "status")))).scalar()
+        flag = (await conn.execute(select(json_flag(messages.c.metadata, "flag")))).scalar()
+        pending_flag = (
+            await conn.execute(select(json_flag(messages.c.metadata, "pending_id")))
+        ).scalar()
+    assert (pending, status) == ("P", "S")
+    assert not flag and not pending_flag
+
+
+async def test_absent_key_reads_as_null_and_false(engine):
+    world = World(engine)
+    session = await world.session()
+    await world.message(session, None, meta={})
+    async with read_tx(engine) as conn:
+        text_value = (await conn.execute(select(json_text(messages.c.metadata, "status")))).scalar()
+        flag = (await conn.execute(select(json_flag(messages.c.metadata, "status")))).scalar()
+    assert text_value is None
+    assert not flag
