@@ -8,6 +8,8 @@ from __future__ import annotations
 import reflex as rx
 
 from backend.api.app import create_api
+from backend.db.engine import get_engine
+from backend.runtime import Runtime
 from components.task_list import space, workspace_list
 from state.workspace import WorkspaceState
 
@@ -78,10 +80,13 @@ def index() -> rx.Component:
     )
 
 
+runtime = Runtime(get_engine())
+
 app = rx.App(
-    api_transformer=create_api(),
+    api_transformer=create_api(runtime),
     head_components=[rx.el.link(rel="icon", href="/favicon.svg", type="image/svg+xml")],
 )
+app.register_lifespan_task(runtime.lifespan)
 app.add_page(
     index,
     route="/",

@@ -11,14 +11,13 @@ import logging
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from backend.db.engine import get_engine
+from backend.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 
-def create_api(engine: AsyncEngine | None = None) -> FastAPI:
+def create_api(runtime: Runtime) -> FastAPI:
     api = FastAPI(
         title="Kandev API",
         version="1",
@@ -27,13 +26,13 @@ def create_api(engine: AsyncEngine | None = None) -> FastAPI:
         redoc_url=None,
     )
 
-    def db() -> AsyncEngine:
-        return engine or get_engine()
-
     @api.get("/api/v1/health")
     async def health() -> JSONResponse:
+        """Liveness plus database reachability; 503 "starting" until start-up has finished."""
+        if not runtime.ready:
+            return JSONResponse({"status": "starting"}, status_code=503)
         try:
-            async with db().connect() as conn:
+            async with runtime.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
         except Exception:
             log.exception("health check: database unreachable")

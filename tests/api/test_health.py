@@ -1,4 +1,4 @@
-"""``GET /api/v1/health`` reports database reachability without leaking internals."""
+"""``GET /api/v1/health`` reports start-up and database reachability without leaking internals."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import httpx
 
 from backend.api.app import create_api
 from backend.db.engine import create_engine
+from backend.projections.revision import allocate_epoch
+from backend.runtime import Runtime
 
 
 async def _get(api, path: str) -> httpx.Response:
@@ -14,24 +16,37 @@ async def _get(api, path: str) -> httpx.Response:
         return await client.get(path)
 
 
-async def test_health_is_ok_when_the_database_answers(engine):
-    response = await _get(create_api(engine), "/api/v1/health")
-    assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok"}
+async def test_health_is_503_starting_until_start_up_finishes(database_url, engine):
+    runtime = Runtime(create_engine(database_url))
+    api = create_api(runtime)
+    before = await _get(api, "/api/v1/health")
+    assert before.status_code == 503
+    assert before.json() == {"status": "starting"}
+
+    previous_epoch = await allocate_epoch(engine)
+    async with runtime.lifespan():
+        after = await _get(api, "/api/v1/health")
+        assert after.status_code == 200
+        assert after.json() == {"status": "ok", "database": "ok"}
+        # Every start allocates a newer projection epoch from the database.
+        assert runtime.revisions.epoch > previous_epoch
+    assert not runtime.ready
 
 
-async def test_health_is_503_without_a_stack_trace_when_the_database_is_down():
-    unreachable = create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
+async def test_health_is_503_without_a_stack_trace_when_the_database_is_down(engine):
+    runtime = Runtime(engine)
+    await runtime.start()
+    runtime.engine = create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
     try:
-        response = await _get(create_api(unreachable), "/api/v1/health")
+        response = await _get(create_api(runtime), "/api/v1/health")
     finally:
-        await unreachable.dispose()
+        await runtime.engine.dispose()
     assert response.status_code == 503
     assert response.json() == {"status": "unavailable", "database": "unreachable"}
     assert "Traceback" not in response.text
 
 
-async def test_openapi_document_is_served():
-    response = await _get(create_api(), "/api/v1/openapi.json")
+async def test_openapi_document_is_served(engine):
+    response = await _get(create_api(Runtime(engine)), "/api/v1/openapi.json")
     assert response.status_code == 200
     assert "/api/v1/health" in response.json()["paths"]
