@@ -89,8 +89,7 @@ async def task_pending_actions(
 ) -> dict[str, PendingAction]:
     """Task-level ``pending_action`` of the matching tasks that have one (absent means none):
     the strongest action of any of the task's sessions, folded in SQL."""
-    t = q.tasks
-    active = q.active_bundles_of(q.sessions.c.task_id.in_(select(t.c.id).where(tasks_where)))
+    active = q.active_bundles_of(tasks_where)
     stmt = select(active.c.task_id, func.min(active.c.rank)).group_by(active.c.task_id)
     return {task_id: q.RANKED_ACTIONS[rank] for task_id, rank in await conn.execute(stmt)}
 

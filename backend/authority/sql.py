@@ -131,8 +131,12 @@ RANKED_ACTIONS: dict[int, PendingAction] = {
 }
 
 
-def active_bundles_of(sessions_where: ColumnElement[bool]) -> Subquery:
-    """One row ``(session_id, task_id, rank)`` per active bundle of the matching sessions.
+def active_bundles_of(scope: ColumnElement[bool]) -> Subquery:
+    """One row ``(session_id, task_id, rank)`` per active bundle in ``scope``.
+
+    ``scope`` may use columns of ``sessions`` and ``tasks`` (both are joined by primary key),
+    so a whole workspace is a plain ``tasks.c.workspace_id == ...`` and the planner can drive
+    the search from the small open-request index instead of from every session.
 
     Only a row with pending evidence can make a bundle active, so the search starts from the
     small partial index of open request rows rather than from every session's current turn;
@@ -153,7 +157,8 @@ def active_bundles_of(sessions_where: ColumnElement[bool]) -> Subquery:
             current_turn_id(open_row.c.session_id).label("turn_id"),
         )
         .join(s, s.c.id == open_row.c.session_id)
-        .where(is_open_request(open_row), sessions_where, s.c.state.not_in(TERMINAL_STATES))
+        .join(tasks, tasks.c.id == s.c.task_id)
+        .where(is_open_request(open_row), scope, s.c.state.not_in(TERMINAL_STATES))
         .group_by(open_row.c.session_id, open_pid, open_row.c.type, s.c.task_id, s.c.state)
         .subquery("candidates")
     )
