@@ -1,4 +1,4 @@
-"""Dialect-specific reads of keys inside JSON metadata columns.
+"""Dialect-specific reads and updates of keys inside JSON metadata columns.
 
 The spec stores clarification and reservation state in JSON metadata, and older writers stored
 boolean flags as ``true``, ``"true"``, ``"1"`` or ``1``. Every query that reads such a key goes
@@ -9,10 +9,11 @@ parameters, for the same reason.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from sqlalchemy import Boolean, String
+from sqlalchemy import Boolean, String, bindparam
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.expression import FunctionElement
@@ -86,3 +87,45 @@ def _json_flag_pg(element: json_flag, compiler: Any, **kw: Any) -> str:
     # ->> renders JSON true as 'true' and the number 1 as '1', same as the string forms.
     text = f"({_column_sql(element, compiler, **kw)} ->> '{element.key}')"
     return f"(coalesce({text} IN ('true', '1'), false))"
+
+
+class json_merge(FunctionElement[Any]):
+    """``metadata`` with top-level keys set (or removed, for ``None`` values), in one UPDATE.
+
+    Written as one expression so claims stay single statements (``UPDATE ... SET metadata =
+    json_merge(metadata, {...}) WHERE <rule> RETURNING``) instead of read-modify-write.
+    """
+
+    _traverse_internals = [  # noqa: RUF012 - SQLAlchemy's declaration style
+        *FunctionElement._traverse_internals,
+        ("removed", InternalTraversal.dp_string_list),
+    ]
+    inherit_cache = True
+
+    def __init__(self, column: ColumnElement[Any], patch: dict[str, Any]) -> None:
+        for key in patch:
+            _checked(key)
+        self.removed = sorted(k for k, v in patch.items() if v is None)
+        kept = {k: v for k, v in patch.items() if v is not None}
+        # SQLite's json_patch (RFC 7396) removes keys whose patch value is null.
+        sqlite_patch = {**kept, **dict.fromkeys(self.removed)}
+        super().__init__(
+            column,
+            bindparam(None, json.dumps(sqlite_patch), type_=String()),
+            bindparam(None, json.dumps(kept), type_=String()),
+        )
+
+
+@compiles(json_merge, "sqlite")
+def _json_merge_sqlite(element: json_merge, compiler: Any, **kw: Any) -> str:
+    column, sqlite_patch, _ = element.clauses.clauses
+    return f"json_patch({compiler.process(column, **kw)}, {compiler.process(sqlite_patch, **kw)})"
+
+
+@compiles(json_merge, "postgresql")
+def _json_merge_pg(element: json_merge, compiler: Any, **kw: Any) -> str:
+    column, _, kept = element.clauses.clauses
+    target = compiler.process(column, **kw)
+    for key in element.removed:
+        target = f"({target} - '{key}')"
+    return f"({target} || CAST({compiler.process(kept, **kw)} AS JSONB))"
