@@ -23,6 +23,11 @@ class Settings(BaseSettings):
     database_url: str = f"sqlite+aiosqlite:///{DEFAULT_SQLITE_PATH}"
     sqlite_busy_timeout_ms: int = 10_000
     db_pool_size: int = 5
+    #: The agent executor (agentctl) and how long a prompt may wait for its acknowledgement.
+    agentctl_url: str = "http://127.0.0.1:8765"
+    agentctl_ack_timeout_s: float = 10.0
+    #: Where agents call back: this app's own base URL.
+    public_url: str = "http://127.0.0.1:3000"
 
 
 @lru_cache(maxsize=1)

@@ -1,4 +1,4 @@
-"""The backend's per-process runtime: its engine, its projection epoch, and readiness.
+"""The backend's per-process runtime: engine, event bus, waiters, orchestrator, readiness.
 
 Start-up work (today: allocating the projection epoch; later: reservation and delivery-intent
 recovery) runs in :meth:`Runtime.lifespan` before any work is admitted. ``ready`` stays false
@@ -14,18 +14,49 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from backend.agentctl.client import AgentctlClient
+from backend.clarifications.waiters import WaiterRegistry
+from backend.config import Settings, get_settings
+from backend.errors import DomainError
+from backend.events import EventBus, InMemoryEventBus
+from backend.orchestrator.service import Orchestrator, PromptDispatcher
 from backend.projections.revision import RevisionClock
 
 log = logging.getLogger(__name__)
 
 
-class RuntimeNotReadyError(RuntimeError):
+class RuntimeNotReadyError(DomainError):
     """Work was asked of the backend before start-up finished."""
+
+    status = 503
+    code = "starting"
 
 
 class Runtime:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        settings: Settings | None = None,
+        *,
+        dispatcher: PromptDispatcher | None = None,
+        bus: EventBus | None = None,
+        owns_engine: bool = False,
+    ) -> None:
+        settings = settings or get_settings()
         self.engine = engine
+        self._owns_engine = owns_engine
+        self.settings = settings
+        self.bus: EventBus = bus or InMemoryEventBus()
+        self.waiters = WaiterRegistry()
+        self._owned_client: AgentctlClient | None = None
+        if dispatcher is None:
+            self._owned_client = AgentctlClient(
+                settings.agentctl_url, ack_timeout_s=settings.agentctl_ack_timeout_s
+            )
+            dispatcher = self._owned_client
+        self.orchestrator = Orchestrator(
+            engine, dispatcher, self.bus, self.waiters, callback_url=settings.public_url
+        )
         self._revisions: RevisionClock | None = None
 
     @property
@@ -45,7 +76,10 @@ class Runtime:
 
     async def stop(self) -> None:
         self._revisions = None
-        await self.engine.dispose()
+        if self._owned_client is not None:
+            await self._owned_client.aclose()
+        if self._owns_engine:
+            await self.engine.dispose()
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:

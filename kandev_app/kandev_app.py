@@ -80,7 +80,7 @@ def index() -> rx.Component:
     )
 
 
-runtime = Runtime(get_engine())
+runtime = Runtime(get_engine(), owns_engine=True)
 
 app = rx.App(
     api_transformer=create_api(runtime),

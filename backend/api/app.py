@@ -1,20 +1,28 @@
-"""FastAPI application factory.
+"""FastAPI application factory: the routes of ``shared/spec/api-contract.md`` under ``/api/v1``.
 
-Later issues add the routers of ``shared/spec/api-contract.md``; every route lives under
-``/api/v1`` and errors use one JSON shape without stack traces.
+Errors have one JSON shape, ``{"error": code, "message": text, ...}``; validation failures are
+400 (not FastAPI's 422) and unexpected failures are 500 without any internals.
 """
 
 from __future__ import annotations
 
 import logging
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from backend.api.routes import agent, sessions
+from backend.errors import DomainError
 from backend.runtime import Runtime
 
 log = logging.getLogger(__name__)
+
+
+def error(status: int, code: str, message: str, **extra: object) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message, **extra}, status_code=status)
 
 
 def create_api(runtime: Runtime) -> FastAPI:
@@ -25,6 +33,28 @@ def create_api(runtime: Runtime) -> FastAPI:
         docs_url="/api/v1/docs",
         redoc_url=None,
     )
+    api.state.runtime = runtime
+
+    @api.exception_handler(DomainError)
+    async def domain_error(_: Request, exc: DomainError) -> JSONResponse:
+        return error(exc.status, exc.code, exc.message, **exc.extra)
+
+    @api.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        details = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()
+        ]
+        return error(400, "validation", "the request is not valid", details=details)
+
+    @api.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error(exc.status_code, code, str(exc.detail))
+
+    @api.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return error(500, "internal", "internal server error")
 
     @api.get("/api/v1/health")
     async def health() -> JSONResponse:
@@ -41,4 +71,6 @@ def create_api(runtime: Runtime) -> FastAPI:
             )
         return JSONResponse({"status": "ok", "database": "ok"})
 
+    api.include_router(sessions.router)
+    api.include_router(agent.router)
     return api

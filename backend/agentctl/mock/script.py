@@ -1,0 +1,133 @@
+"""The mock agent's script language: prompt content -> the steps of one turn (pure).
+
+Content is read line by line; surrounding whitespace is ignored and blank lines are skipped.
+A line is a command when its first word is one of:
+
+- ``/reply TEXT`` — post TEXT as a message. Every ``/reply`` line is its own message, posted
+  in the order written. ``/reply`` without text is ignored.
+- ``/ask QUESTION | OPTION | OPTION`` — one question; options are optional and empty ones are
+  dropped. All ``/ask`` lines of a prompt form ONE bundle, asked at the position of the first
+  ``/ask`` line. ``/ask`` without a question is ignored.
+- ``/wait SECONDS`` — the bundle's wait (a number >= 0), wherever the line stands; the last
+  ``/wait`` wins. Without it the wait is the caller's default (``KANDEV_CLARIFICATION_WAIT_S``,
+  600 s). ``/disconnect`` anywhere forces the wait to 0 (detach at once) and beats ``/wait``.
+  Both have no effect in a prompt without ``/ask``.
+- ``/sleep MS`` — pause MS milliseconds (an integer >= 0) before the next step.
+- ``/fail`` — end the turn with status ``failed`` at that point; later steps do not run.
+
+A command with a malformed argument (``/sleep soon``) and any other line is plain text.
+Consecutive plain-text lines form one ``Echo: <text>`` reply (lines joined by a newline) at
+their position, so a prompt of plain text only gets exactly one echo of the whole text.
+A prompt with no step at all (blank) completes the turn without a message.
+
+What runs after the bundle is the runner's business (``runner.py``): after an answer it posts
+``Got: ...`` and continues with the steps written after the first ``/ask``; after a Skip it
+posts ``Skipped.`` and continues; after a detach it completes the turn at once; after ``expired``
+(terminal session) it stops without completing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+DEFAULT_WAIT_S = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    question: str
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """One clarification bundle: every ``/ask`` of the prompt, with the bundle's wait."""
+
+    questions: tuple[Question, ...]
+    wait_seconds: float
+
+
+Step = Reply | Sleep | Fail | Ask
+
+
+def parse_script(content: str, default_wait_s: float = DEFAULT_WAIT_S) -> list[Step]:
+    """Turn prompt content into steps; never raises (anything unparsable is plain text)."""
+    steps: list[Step | None] = []  # None marks where the bundle goes
+    questions: list[Question] = []
+    wait_s = default_wait_s
+    disconnect = False
+    echo: list[str] = []
+
+    def flush_echo() -> None:
+        if echo:
+            steps.append(Reply("Echo: " + "\n".join(echo)))
+            echo.clear()
+
+    for raw in content.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        command, _, arg = line.partition(" ")
+        arg = arg.strip()
+        if command == "/reply":
+            flush_echo()
+            if arg:
+                steps.append(Reply(arg))
+        elif command == "/ask":
+            flush_echo()
+            question = _parse_question(arg)
+            if question is not None:
+                if not questions:
+                    steps.append(None)
+                questions.append(question)
+        elif command == "/wait" and (seconds := _non_negative_float(arg)) is not None:
+            wait_s = seconds
+        elif command == "/disconnect" and not arg:
+            disconnect = True
+        elif command == "/sleep" and (ms := _non_negative_int(arg)) is not None:
+            flush_echo()
+            steps.append(Sleep(ms))
+        elif command == "/fail" and not arg:
+            flush_echo()
+            steps.append(Fail())
+        else:
+            echo.append(line)
+    flush_echo()
+
+    bundle = Ask(tuple(questions), 0.0 if disconnect else wait_s)
+    return [bundle if step is None else step for step in steps]
+
+
+def _parse_question(arg: str) -> Question | None:
+    question, *options = (part.strip() for part in arg.split("|"))
+    if not question:
+        return None
+    return Question(question, tuple(option for option in options if option))
+
+
+def _non_negative_float(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _non_negative_int(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() else None

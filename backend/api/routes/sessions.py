@@ -1,0 +1,161 @@
+"""Task sessions, their turns, messages and active clarifications."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from sqlalchemy import delete, select
+
+from backend.api.deps import RuntimeDep
+from backend.api.schemas import CreateSessionBody, PromptBody, SessionStateBody
+from backend.authority import active_bundles, session_authority, visible_turns
+from backend.authority.sql import messages, sessions, tasks
+from backend.db.engine import read_tx, write_tx
+from backend.errors import NotFound
+from backend.request_evidence import pending_id
+from backend.runtime import Runtime
+from backend.views import message_view, session_view, turn_view
+from backend.vocabulary import SessionState
+
+router = APIRouter(prefix="/api/v1")
+
+
+async def _session_views(runtime: Runtime, where: Any) -> list[dict[str, Any]]:
+    """Sessions with their authoritative ``pending_action``, stamped with a revision that is
+    reserved before the read (clients drop any result older than one they have)."""
+    revision = runtime.revisions.reserve()
+    async with read_tx(runtime.engine) as conn:
+        authority = {a.session_id: a for a in await session_authority(conn, where)}
+        rows = (
+            await conn.execute(
+                select(sessions).where(where).order_by(sessions.c.created_at, sessions.c.id)
+            )
+        ).all()
+    views = []
+    for row in rows:
+        action = authority[row.id].pending_action if row.id in authority else None
+        views.append(
+            session_view(row._mapping, action.value if action else None, revision.to_json())
+        )
+    return views
+
+
+async def _one_session(runtime: Runtime, session_id: str) -> dict[str, Any]:
+    views = await _session_views(runtime, sessions.c.id == session_id)
+    if not views:
+        raise NotFound("no such session")
+    return views[0]
+
+
+async def _require_session(runtime: Runtime, session_id: str) -> None:
+    async with read_tx(runtime.engine) as conn:
+        found = (
+            await conn.execute(select(sessions.c.id).where(sessions.c.id == session_id))
+        ).first()
+    if found is None:
+        raise NotFound("no such session")
+
+
+@router.post("/tasks/{task_id}/task-sessions", status_code=201)
+async def create_session(task_id: str, body: CreateSessionBody, runtime: RuntimeDep) -> Any:
+    row, _ = await runtime.orchestrator.create_session(
+        task_id, body.prompt, is_primary=body.is_primary, agent_profile=body.agent_profile
+    )
+    return await _one_session(runtime, row["id"])
+
+
+@router.get("/tasks/{task_id}/task-sessions")
+async def list_sessions(task_id: str, runtime: RuntimeDep) -> Any:
+    async with read_tx(runtime.engine) as conn:
+        found = (await conn.execute(select(tasks.c.id).where(tasks.c.id == task_id))).first()
+    if found is None:
+        raise NotFound("no such task")
+    return {"sessions": await _session_views(runtime, sessions.c.task_id == task_id)}
+
+
+@router.post("/task-sessions/{session_id}/prompt", status_code=202)
+async def prompt(session_id: str, body: PromptBody, runtime: RuntimeDep) -> Any:
+    return {"turn_id": await runtime.orchestrator.prompt(session_id, body.content)}
+
+
+@router.post("/task-sessions/{session_id}/state")
+async def set_state(session_id: str, body: SessionStateBody, runtime: RuntimeDep) -> Any:
+    await runtime.orchestrator.set_state(session_id, SessionState(body.state))
+    return await _one_session(runtime, session_id)
+
+
+@router.get("/task-sessions/{session_id}/turns")
+async def list_turns(session_id: str, runtime: RuntimeDep) -> Any:
+    await _require_session(runtime, session_id)
+    async with read_tx(runtime.engine) as conn:
+        return {"turns": [turn_view(t) for t in await visible_turns(conn, session_id)]}
+
+
+@router.get("/task-sessions/{session_id}/messages")
+async def list_messages(session_id: str, runtime: RuntimeDep) -> Any:
+    await _require_session(runtime, session_id)
+    async with read_tx(runtime.engine) as conn:
+        rows = await conn.execute(
+            select(messages)
+            .where(messages.c.session_id == session_id)
+            .order_by(messages.c.created_at, messages.c.id)
+        )
+        return {"messages": [message_view(r._mapping) for r in rows]}
+
+
+@router.delete("/task-sessions/{session_id}/messages/{message_id}", status_code=204)
+async def delete_message(session_id: str, message_id: str, runtime: RuntimeDep) -> Response:
+    async with write_tx(runtime.engine) as conn:
+        deleted = (
+            await conn.execute(
+                delete(messages)
+                .where(messages.c.id == message_id, messages.c.session_id == session_id)
+                .returning(*messages.c)
+            )
+        ).first()
+    if deleted is None:
+        raise NotFound("no such message")
+    await runtime.orchestrator.publish_message("session.message.deleted", dict(deleted._mapping))
+    return Response(status_code=204)
+
+
+@router.get("/task-sessions/{session_id}/clarifications")
+async def list_clarifications(session_id: str, runtime: RuntimeDep) -> Any:
+    """Only the bundles the rule calls active, with their still-pending questions."""
+    await _require_session(runtime, session_id)
+    waiters = runtime.waiters
+    async with read_tx(runtime.engine) as conn:
+        bundles = await active_bundles(conn, session_id)
+        ids = [b.pending_id for b in bundles]
+        rows = (
+            await conn.execute(
+                select(messages)
+                .where(messages.c.session_id == session_id, pending_id(messages).in_(ids))
+                .order_by(messages.c.created_at, messages.c.id)
+            )
+        ).all()
+    questions: dict[str, list[dict[str, Any]]] = {pid: [] for pid in ids}
+    for row in rows:
+        meta = row.metadata
+        if meta.get("status", "pending") != "pending":
+            continue
+        questions[meta["pending_id"]].append(
+            {
+                "message_id": row.id,
+                "question": meta.get("question", row.content),
+                "options": meta.get("options", []),
+            }
+        )
+    return {
+        "bundles": [
+            {
+                "pending_id": b.pending_id,
+                "session_id": b.session_id,
+                "turn_id": b.turn_id,
+                "state": "active_live" if waiters.has_waiter(b.pending_id) else "active_detached",
+                "questions": questions[b.pending_id],
+            }
+            for b in bundles
+        ]
+    }

@@ -1,0 +1,51 @@
+"""Request bodies. Unknown fields, wrong types and oversized text are refused (400)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_PROMPT_CHARS = 64 * 1024
+MAX_QUESTION_CHARS = 16 * 1024
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class CreateSessionBody(Body):
+    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    agent_profile: str = Field(default="mock", min_length=1, max_length=100)
+    is_primary: bool | None = None
+
+
+class PromptBody(Body):
+    content: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+
+
+class SessionStateBody(Body):
+    state: Literal["COMPLETED", "FAILED", "CANCELLED"]
+
+
+class AgentMessageBody(Body):
+    turn_id: str = Field(min_length=1, max_length=64)
+    prompt_generation: int = Field(ge=0)
+    content: str = Field(max_length=MAX_PROMPT_CHARS)
+
+
+class AgentQuestion(Body):
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    options: list[str] = Field(default_factory=list, max_length=20)
+
+
+class AgentClarificationBody(Body):
+    turn_id: str = Field(min_length=1, max_length=64)
+    prompt_generation: int = Field(ge=0)
+    questions: list[AgentQuestion] = Field(min_length=1, max_length=20)
+    wait_seconds: float = Field(ge=0, le=24 * 3600)
+
+
+class AgentTurnCompleteBody(Body):
+    prompt_generation: int = Field(ge=0)
+    status: Literal["completed", "failed"]

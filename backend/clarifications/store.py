@@ -1,0 +1,115 @@
+"""Durable clarification writes. Each is one statement whose WHERE clause applies the rule, so a
+concurrent answer, a newer turn or a repeated pass can never be overwritten by a stale read."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, insert, literal, not_, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from backend.authority.sql import current_turn_id, messages
+from backend.clock import utcnow
+from backend.db.json import json_flag, json_merge
+from backend.ids import new_id
+from backend.request_evidence import constant, is_pending_row, pending_id
+from backend.vocabulary import MessageType, RequestStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    question: str
+    options: tuple[str, ...] = ()
+
+
+def _is_clarification() -> Any:
+    return messages.c.type == constant(MessageType.CLARIFICATION_REQUEST.value)
+
+
+async def create_bundle(
+    conn: AsyncConnection,
+    *,
+    session_id: str,
+    task_id: str,
+    turn_id: str,
+    questions: Sequence[Question],
+) -> tuple[str, list[dict[str, Any]]]:
+    """Insert one pending ``clarification_request`` row per question, sharing a new pending id."""
+    bundle_id = new_id()
+    now = utcnow()
+    rows = [
+        {
+            "id": new_id(),
+            "session_id": session_id,
+            "task_id": task_id,
+            "turn_id": turn_id,
+            "type": MessageType.CLARIFICATION_REQUEST.value,
+            "author": "agent",
+            "content": q.question,
+            "metadata": {
+                "pending_id": bundle_id,
+                "status": RequestStatus.PENDING.value,
+                "question": q.question,
+                "options": [
+                    {"id": f"o{i}", "label": label} for i, label in enumerate(q.options, 1)
+                ],
+                "agent_disconnected": False,
+                "position": position,
+            },
+            "created_at": now,
+        }
+        for position, q in enumerate(questions)
+    ]
+    await conn.execute(insert(messages), rows)
+    return bundle_id, rows
+
+
+def _current_turn_pending(session_id: str) -> Any:
+    return and_(
+        messages.c.session_id == session_id,
+        _is_clarification(),
+        is_pending_row(messages),
+        messages.c.turn_id == current_turn_id(literal(session_id)),
+    )
+
+
+async def detach(
+    conn: AsyncConnection,
+    session_id: str,
+    *,
+    bundle_id: str | None = None,
+    turn_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """Mark pending, not yet detached rows of the *current durable turn* as detached.
+
+    Returns only the rows this statement changed, so callers publish exactly those: a second
+    pass (or a pass racing an answer or a newer turn) changes and publishes nothing.
+    """
+    where = [
+        _current_turn_pending(session_id),
+        not_(json_flag(messages.c.metadata, "agent_disconnected")),
+    ]
+    if bundle_id is not None:
+        where.append(pending_id(messages) == bundle_id)
+    if turn_id is not None:
+        where.append(messages.c.turn_id == turn_id)
+    stmt = (
+        update(messages)
+        .where(*where)
+        .values(metadata=json_merge(messages.c.metadata, {"agent_disconnected": True}))
+        .returning(*messages.c)
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]
+
+
+async def expire_current_turn(conn: AsyncConnection, session_id: str) -> list[dict[str, Any]]:
+    """Expire every pending clarification of the session's current turn (terminal sessions)."""
+    stmt = (
+        update(messages)
+        .where(_current_turn_pending(session_id))
+        .values(metadata=json_merge(messages.c.metadata, {"status": RequestStatus.EXPIRED.value}))
+        .returning(*messages.c)
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]

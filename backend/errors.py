@@ -1,0 +1,46 @@
+"""Domain errors with the HTTP status and error code the API contract gives them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DomainError(Exception):
+    """An expected refusal: mapped to ``{"error": code, "message": ...}`` with ``status``."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.extra = extra
+
+
+class NotFound(DomainError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(DomainError):
+    status = 409
+    code = "conflict"
+
+
+class SessionBusy(Conflict):
+    code = "session_busy"
+
+
+class SessionTerminal(Conflict):
+    code = "session_terminal"
+
+
+class TurnNotCurrent(Conflict):
+    code = "turn_not_current"
+
+
+class AgentUnavailable(DomainError):
+    """The agent executor refused or did not acknowledge a prompt."""
+
+    status = 502
+    code = "agent_unavailable"

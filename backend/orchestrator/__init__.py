@@ -1,0 +1,1 @@
+"""Sessions and turns: prompt admission, agent dispatch, agent output and turn completion."""

@@ -1,0 +1,74 @@
+"""Prompt admission: the one compare-and-set that lets a prompt start a turn.
+
+Serialization comes from the database, not from an in-process lock: the session row moves to
+RUNNING and its prompt generation increments in one conditional UPDATE, so concurrent prompts
+(in one process or several) see exactly one winner; the others get ``session_busy``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from backend.authority.sql import sessions, turns
+from backend.clock import utcnow
+from backend.errors import NotFound, SessionBusy, SessionTerminal
+from backend.ids import new_id
+from backend.vocabulary import TERMINAL_SESSION_STATES, SessionState
+
+#: States in which a session accepts a prompt.
+ADMITTING_STATES = (
+    SessionState.CREATED.value,
+    SessionState.IDLE.value,
+    SessionState.WAITING_FOR_INPUT.value,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedTurn:
+    session_id: str
+    task_id: str
+    turn_id: str
+    prompt_generation: int
+
+
+async def admit_prompt(conn: AsyncConnection, session_id: str) -> AdmittedTurn:
+    """Claim the session for a new turn and insert that turn (published: it is current now)."""
+    now = utcnow()
+    claimed = (
+        await conn.execute(
+            update(sessions)
+            .where(sessions.c.id == session_id, sessions.c.state.in_(ADMITTING_STATES))
+            .values(
+                state=SessionState.RUNNING.value,
+                prompt_generation=sessions.c.prompt_generation + 1,
+                updated_at=now,
+            )
+            .returning(sessions.c.task_id, sessions.c.prompt_generation)
+        )
+    ).first()
+    if claimed is None:
+        state = (
+            await conn.execute(select(sessions.c.state).where(sessions.c.id == session_id))
+        ).scalar_one_or_none()
+        if state is None:
+            raise NotFound("no such session")
+        if state in TERMINAL_SESSION_STATES:
+            raise SessionTerminal(f"the session is {state}")
+        raise SessionBusy("the agent is working on a turn")
+    task_id, generation = claimed
+    turn_id = new_id()
+    await conn.execute(
+        insert(turns).values(
+            id=turn_id,
+            session_id=session_id,
+            task_id=task_id,
+            prompt_generation=generation,
+            started_at=now,
+            created_at=now,
+            metadata={},
+        )
+    )
+    return AdmittedTurn(session_id, task_id, turn_id, int(generation))

@@ -1,0 +1,375 @@
+"""The orchestrator: sessions, turns, agent dispatch and the agent's callbacks.
+
+Every state change is a conditional statement checked against the rule (current turn, prompt
+generation, non-terminal session), so late or duplicated agent callbacks are refused instead of
+applied to a newer turn. Events are published after commit and only for rows a statement
+actually changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import insert, literal, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from backend.agentctl.client import PromptRequest
+from backend.agentctl.errors import PromptDispatchError
+from backend.authority import session_authority
+from backend.authority.sql import current_turn_id, messages, sessions, tasks, turns
+from backend.clarifications.store import Question, create_bundle, detach, expire_current_turn
+from backend.clarifications.waiters import LiveWaiter, WaiterOutcome, WaiterRegistry
+from backend.clock import utcnow
+from backend.db.engine import read_tx, write_tx
+from backend.errors import AgentUnavailable, Conflict, NotFound, TurnNotCurrent
+from backend.events import Event, EventBus
+from backend.ids import new_id
+from backend.orchestrator.admission import AdmittedTurn, admit_prompt
+from backend.views import message_view
+from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction, SessionState
+
+log = logging.getLogger(__name__)
+
+#: Detach and expiry ignore the caller's cancellation but never run unbounded.
+BOUNDED_WRITE_S = 10.0
+
+
+class PromptDispatcher:
+    """What the orchestrator needs of an agent executor (``AgentctlClient`` provides it)."""
+
+    async def dispatch_prompt(self, prompt: PromptRequest) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class ClarificationResult:
+    """How the agent's wait ended: ``answered``/``rejected``/``expired`` carry the waiter's
+    outcome; ``detached`` means the wait ended without one and the bundle stays answerable."""
+
+    outcome: str
+    pending_id: str
+    answers: tuple[dict[str, Any], ...] = ()
+
+
+async def bounded(work: Awaitable[Any], seconds: float = BOUNDED_WRITE_S) -> Any:
+    """Run ``work`` to completion even if the caller is cancelled, within ``seconds``.
+
+    The spec's "fresh bounded context": a dropped HTTP request must not abandon a detach or
+    expiry half-way, and a stuck database must not hold the caller forever.
+    """
+    task = asyncio.ensure_future(asyncio.wait_for(work, seconds))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+        raise
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        dispatcher: PromptDispatcher,
+        bus: EventBus,
+        waiters: WaiterRegistry,
+        callback_url: str,
+    ) -> None:
+        self.engine = engine
+        self.dispatcher = dispatcher
+        self.bus = bus
+        self.waiters = waiters
+        self.callback_url = callback_url
+
+    # -- sessions and prompts ------------------------------------------------------------
+
+    async def create_session(
+        self,
+        task_id: str,
+        prompt: str,
+        *,
+        is_primary: bool | None = None,
+        agent_profile: str = "mock",
+    ) -> tuple[dict[str, Any], str]:
+        """Create a session and start its first turn; returns the session row and turn id."""
+        now = utcnow()
+        session_id = new_id()
+        async with write_tx(self.engine) as conn:
+            exists = (
+                await conn.execute(select(tasks.c.id).where(tasks.c.id == task_id))
+            ).scalar_one_or_none()
+            if exists is None:
+                raise NotFound("no such task")
+            if is_primary is None:
+                first = (
+                    await conn.execute(select(sessions.c.id).where(sessions.c.task_id == task_id))
+                ).first()
+                is_primary = first is None
+            await conn.execute(
+                insert(sessions).values(
+                    id=session_id,
+                    task_id=task_id,
+                    state=SessionState.CREATED.value,
+                    is_primary=is_primary,
+                    agent_profile=agent_profile,
+                    prompt_generation=0,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            admitted = await admit_prompt(conn, session_id)
+            user_message = await self._insert_message(conn, admitted, "user", prompt)
+        await self.publish_message("session.message.added", user_message)
+        await self._dispatch(admitted, prompt)
+        return await self.session_row(session_id), admitted.turn_id
+
+    async def prompt(self, session_id: str, content: str) -> str:
+        """Start a newer turn with ``content``; it supersedes every older pending question."""
+        async with write_tx(self.engine) as conn:
+            admitted = await admit_prompt(conn, session_id)
+            user_message = await self._insert_message(conn, admitted, "user", content)
+        await self.publish_message("session.message.added", user_message)
+        await self._dispatch(admitted, content)
+        return admitted.turn_id
+
+    async def _dispatch(self, admitted: AdmittedTurn, content: str) -> None:
+        request = PromptRequest(
+            session_id=admitted.session_id,
+            turn_id=admitted.turn_id,
+            prompt_generation=admitted.prompt_generation,
+            content=content,
+            callback_url=self.callback_url,
+        )
+        try:
+            await self.dispatcher.dispatch_prompt(request)
+        except PromptDispatchError as error:
+            log.warning("prompt for session %s not acknowledged: %r", admitted.session_id, error)
+            await self.turn_complete(
+                admitted.session_id, admitted.turn_id, admitted.prompt_generation, "failed"
+            )
+            raise AgentUnavailable("the agent did not accept the prompt") from error
+
+    async def session_row(self, session_id: str) -> dict[str, Any]:
+        async with read_tx(self.engine) as conn:
+            row = (await conn.execute(select(sessions).where(sessions.c.id == session_id))).first()
+        if row is None:
+            raise NotFound("no such session")
+        return dict(row._mapping)
+
+    async def set_state(self, session_id: str, state: SessionState) -> dict[str, Any]:
+        """Enter a terminal state; current-turn pending bundles expire with it (no overlay may
+        survive a completed, failed or cancelled session)."""
+        if state not in TERMINAL_SESSION_STATES:
+            raise Conflict(f"{state} is not a state clients may set")
+        async with write_tx(self.engine) as conn:
+            changed = (
+                await conn.execute(
+                    update(sessions)
+                    .where(
+                        sessions.c.id == session_id,
+                        sessions.c.state.not_in([s.value for s in TERMINAL_SESSION_STATES]),
+                    )
+                    .values(state=state.value, updated_at=utcnow())
+                    .returning(sessions.c.id)
+                )
+            ).first()
+        if changed is None:
+            row = await self.session_row(session_id)
+            if row["state"] == state.value:
+                return row
+            raise Conflict(f"the session is already {row['state']}")
+        expired = await bounded(self._expire(session_id))
+        for row in expired:
+            self.waiters.resolve(row["metadata"]["pending_id"], WaiterOutcome("expired"))
+            await self.publish_message("session.message.updated", row)
+        await self.bus.publish(Event("session.updated", {"session_id": session_id}))
+        return await self.session_row(session_id)
+
+    async def _expire(self, session_id: str) -> list[dict[str, Any]]:
+        async with write_tx(self.engine) as conn:
+            return await expire_current_turn(conn, session_id)
+
+    # -- agent callbacks -----------------------------------------------------------------
+
+    async def agent_message(
+        self, session_id: str, turn_id: str, generation: int, content: str
+    ) -> dict[str, Any]:
+        async with write_tx(self.engine) as conn:
+            admitted = await self._current(conn, session_id, turn_id, generation)
+            row = await self._insert_message(conn, admitted, "agent", content)
+        await self.publish_message("session.message.added", row)
+        return row
+
+    async def agent_clarification(
+        self,
+        session_id: str,
+        turn_id: str,
+        generation: int,
+        questions: Sequence[Question],
+        wait_seconds: float,
+        agent_gone: Awaitable[Any],
+    ) -> ClarificationResult:
+        """Store the bundle, then hold the agent's request as the live waiter until an
+        outcome arrives, ``wait_seconds`` pass, or the agent goes away (then detach)."""
+        async with write_tx(self.engine) as conn:
+            admitted = await self._current(conn, session_id, turn_id, generation)
+            bundle_id, rows = await create_bundle(
+                conn,
+                session_id=session_id,
+                task_id=admitted.task_id,
+                turn_id=turn_id,
+                questions=questions,
+            )
+            await self._set_state_for_generation(
+                conn, session_id, generation, SessionState.WAITING_FOR_INPUT
+            )
+        waiter = LiveWaiter(bundle_id, session_id, turn_id, generation)
+        self.waiters.register(waiter)
+        for row in rows:
+            await self.publish_message("session.message.added", row)
+        gone = asyncio.ensure_future(agent_gone)
+        try:
+            done, _ = await asyncio.wait(
+                {waiter.future, gone},
+                timeout=max(wait_seconds, 0),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        except asyncio.CancelledError:
+            # The server cancelled the request: the agent is gone, the question must stay.
+            self.waiters.drop(bundle_id)
+            await self._detach_and_publish(session_id, bundle_id=bundle_id)
+            raise
+        finally:
+            gone.cancel()
+        if waiter.future in done:
+            outcome = waiter.future.result()
+            return ClarificationResult(outcome.outcome, bundle_id, outcome.answers)
+        self.waiters.drop(bundle_id)
+        await self._detach_and_publish(session_id, bundle_id=bundle_id)
+        return ClarificationResult("detached", bundle_id)
+
+    async def turn_complete(
+        self, session_id: str, turn_id: str, generation: int, status: str
+    ) -> bool:
+        """The ready event. Applies only to the turn and generation it names; a stale event
+        (an older generation, or a turn no longer current) changes nothing."""
+        async with write_tx(self.engine) as conn:
+            completed = (
+                await conn.execute(
+                    update(turns)
+                    .where(
+                        turns.c.id == turn_id,
+                        turns.c.session_id == session_id,
+                        turns.c.prompt_generation == generation,
+                        turns.c.completed_at.is_(None),
+                    )
+                    .values(completed_at=utcnow())
+                    .returning(turns.c.id)
+                )
+            ).first()
+        if completed is None:
+            return False
+        # Turn teardown detaches what the agent no longer waits for (a no-op when done).
+        for waiter in self.waiters.of_session(session_id):
+            if waiter.turn_id == turn_id:
+                self.waiters.drop(waiter.pending_id)
+        await self._detach_and_publish(session_id, turn_id=turn_id)
+        async with write_tx(self.engine) as conn:
+            (authority,) = await session_authority(conn, sessions.c.id == session_id)
+            waiting = authority.pending_action is PendingAction.CLARIFICATION
+            next_state = SessionState.WAITING_FOR_INPUT if waiting else SessionState.IDLE
+            changed = await self._set_state_for_generation(conn, session_id, generation, next_state)
+        if changed:
+            await self.bus.publish(Event("session.updated", {"session_id": session_id}))
+        await self.bus.publish(
+            Event(
+                "turn.completed", {"session_id": session_id, "turn_id": turn_id, "status": status}
+            )
+        )
+        return True
+
+    # -- helpers -------------------------------------------------------------------------
+
+    async def _detach_and_publish(
+        self, session_id: str, *, bundle_id: str | None = None, turn_id: str | None = None
+    ) -> None:
+        async def work() -> list[dict[str, Any]]:
+            async with write_tx(self.engine) as conn:
+                return await detach(conn, session_id, bundle_id=bundle_id, turn_id=turn_id)
+
+        for row in await bounded(work()):
+            await self.publish_message("session.message.updated", row)
+
+    async def _current(
+        self, conn: AsyncConnection, session_id: str, turn_id: str, generation: int
+    ) -> AdmittedTurn:
+        """The callback's turn, if it is still the session's current turn and generation."""
+        row = (
+            await conn.execute(
+                select(
+                    sessions.c.task_id,
+                    sessions.c.state,
+                    sessions.c.prompt_generation,
+                    current_turn_id(literal(session_id)),
+                ).where(sessions.c.id == session_id)
+            )
+        ).first()
+        if row is None:
+            raise NotFound("no such session")
+        task_id, state, current_generation, current = row
+        if (
+            state in TERMINAL_SESSION_STATES
+            or current != turn_id
+            or current_generation != generation
+        ):
+            raise TurnNotCurrent("that turn is no longer the session's current turn")
+        return AdmittedTurn(session_id, task_id, turn_id, generation)
+
+    async def _set_state_for_generation(
+        self, conn: AsyncConnection, session_id: str, generation: int, state: SessionState
+    ) -> bool:
+        result = await conn.execute(
+            update(sessions)
+            .where(
+                sessions.c.id == session_id,
+                sessions.c.prompt_generation == generation,
+                sessions.c.state.not_in([s.value for s in TERMINAL_SESSION_STATES]),
+            )
+            .values(state=state.value, updated_at=utcnow())
+            .returning(sessions.c.id)
+        )
+        return result.first() is not None
+
+    async def _insert_message(
+        self, conn: AsyncConnection, turn: AdmittedTurn, author: str, content: str
+    ) -> dict[str, Any]:
+        row = {
+            "id": new_id(),
+            "session_id": turn.session_id,
+            "task_id": turn.task_id,
+            "turn_id": turn.turn_id,
+            "type": MessageType.MESSAGE.value,
+            "author": author,
+            "content": content,
+            "metadata": {},
+            "created_at": utcnow(),
+        }
+        await conn.execute(insert(messages).values(**row))
+        return row
+
+    async def publish_message(self, event_type: str, row: dict[str, Any]) -> None:
+        await self.bus.publish(
+            Event(
+                event_type,
+                {
+                    "session_id": row["session_id"],
+                    "task_id": row["task_id"],
+                    "message": message_view(row),
+                },
+            )
+        )

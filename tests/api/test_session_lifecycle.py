@@ -1,0 +1,224 @@
+"""Sessions, turns and clarifications driven through HTTP with the real mock agent process."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import true
+
+from backend.authority import task_pending_actions
+from backend.db.engine import read_tx
+from backend.vocabulary import PendingAction
+from tests.builders import World
+from tests.live import LiveApi, eventually
+
+
+async def start_session(live: LiveApi, prompt: str) -> tuple[str, str]:
+    task = await World(live.runtime.engine).task()
+    response = await live.http.post(f"/api/v1/tasks/{task}/task-sessions", json={"prompt": prompt})
+    assert response.status_code == 201, response.text
+    return task, response.json()["id"]
+
+
+async def session_of(live: LiveApi, task_id: str, session_id: str) -> dict:
+    response = await live.http.get(f"/api/v1/tasks/{task_id}/task-sessions")
+    assert response.status_code == 200, response.text
+    (session,) = [s for s in response.json()["sessions"] if s["id"] == session_id]
+    return session
+
+
+async def bundles(live: LiveApi, session_id: str) -> list[dict]:
+    response = await live.http.get(f"/api/v1/task-sessions/{session_id}/clarifications")
+    assert response.status_code == 200, response.text
+    return response.json()["bundles"]
+
+
+async def messages(live: LiveApi, session_id: str) -> list[dict]:
+    response = await live.http.get(f"/api/v1/task-sessions/{session_id}/messages")
+    assert response.status_code == 200, response.text
+    return response.json()["messages"]
+
+
+async def turns(live: LiveApi, session_id: str) -> list[dict]:
+    response = await live.http.get(f"/api/v1/task-sessions/{session_id}/turns")
+    return response.json()["turns"]
+
+
+async def idle(live: LiveApi, task_id: str, session_id: str, state: str = "IDLE") -> dict:
+    return await eventually(
+        lambda: session_of(live, task_id, session_id), lambda s: s["state"] == state
+    )
+
+
+def detach_events(live: LiveApi, session_id: str) -> list[dict]:
+    return [
+        e.data["message"]
+        for e in live.events_of("session.message.updated")
+        if e.data["session_id"] == session_id
+        and e.data["message"]["metadata"].get("agent_disconnected")
+    ]
+
+
+async def test_a_plain_prompt_gets_an_echo_and_the_turn_completes(live):
+    task, session = await start_session(live, "hello there")
+    await idle(live, task, session)
+    transcript = [(m["author"], m["content"]) for m in await messages(live, session)]
+    assert transcript == [("user", "hello there"), ("agent", "Echo: hello there")]
+    (turn,) = await turns(live, session)
+    assert turn["completed_at"] is not None
+    assert (await session_of(live, task, session))["pending_action"] is None
+
+
+@pytest.mark.scenario("S01")
+async def test_disconnected_question_stays_visible_and_answerable_after_reload(live):
+    task, session = await start_session(
+        live, "/ask Which database? | SQLite | PostgreSQL\n/disconnect"
+    )
+    await idle(live, task, session, state="WAITING_FOR_INPUT")
+
+    # A reload is a fresh read of everything: nothing is held in the browser or the process.
+    (bundle,) = await bundles(live, session)
+    assert bundle["state"] == "active_detached"
+    assert [q["question"] for q in bundle["questions"]] == ["Which database?"]
+    assert [o["label"] for o in bundle["questions"][0]["options"]] == ["SQLite", "PostgreSQL"]
+    assert (await session_of(live, task, session))["pending_action"] == "clarification"
+    async with read_tx(live.runtime.engine) as conn:
+        assert (await task_pending_actions(conn, true()))[task] is PendingAction.CLARIFICATION
+    (turn,) = await turns(live, session)
+    assert turn["completed_at"] is not None  # the agent ended its turn without an answer
+    assert len(detach_events(live, session)) == 1
+
+
+@pytest.mark.scenario("S02")
+async def test_newer_turn_supersedes_the_detached_question_without_events(live):
+    task, session = await start_session(live, "/ask Old question?\n/disconnect")
+    await idle(live, task, session, state="WAITING_FOR_INPUT")
+    (old,) = await bundles(live, session)
+
+    response = await live.http.post(
+        f"/api/v1/task-sessions/{session}/prompt", json={"content": "do something else"}
+    )
+    assert response.status_code == 202, response.text
+    await idle(live, task, session)
+
+    assert await bundles(live, session) == []
+    assert (await session_of(live, task, session))["pending_action"] is None
+    # History is kept, unchanged: the row still says pending and was detached exactly once.
+    (row,) = [m for m in await messages(live, session) if m["type"] == "clarification_request"]
+    assert row["metadata"]["status"] == "pending"
+    assert row["metadata"]["pending_id"] == old["pending_id"]
+    assert len(detach_events(live, session)) == 1
+
+
+async def test_detach_is_a_no_op_the_second_time(live):
+    task, session = await start_session(live, "/ask Again?\n/disconnect")
+    await idle(live, task, session, state="WAITING_FOR_INPUT")
+    (turn,) = await turns(live, session)
+    orchestrator = live.runtime.orchestrator
+    generation = 1
+    assert await orchestrator.turn_complete(session, turn["id"], generation, "completed") is False
+    await orchestrator._detach_and_publish(session, turn_id=turn["id"])
+    assert len(detach_events(live, session)) == 1
+
+
+@pytest.mark.scenario("S33")
+async def test_terminal_session_expires_its_current_question(live):
+    _, session = await start_session(live, "/ask Deploy now? | yes | no\n/wait 600")
+    live_bundle = await eventually(lambda: bundles(live, session), lambda b: len(b) == 1)
+    assert live_bundle[0]["state"] == "active_live"
+
+    response = await live.http.post(
+        f"/api/v1/task-sessions/{session}/state", json={"state": "COMPLETED"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["state"] == "COMPLETED"
+    assert response.json()["pending_action"] is None
+    assert await bundles(live, session) == []
+    (row,) = [m for m in await messages(live, session) if m["type"] == "clarification_request"]
+    assert row["metadata"]["status"] == "expired"
+    expired = [
+        e
+        for e in live.events_of("session.message.updated")
+        if e.data["message"]["metadata"].get("status") == "expired"
+    ]
+    assert len(expired) == 1
+    assert not live.runtime.waiters.has_waiter(live_bundle[0]["pending_id"])
+
+
+@pytest.mark.scenario("S32")
+async def test_agent_vanishing_mid_wait_detaches_the_question(live, mock_agent):
+    task, session = await start_session(live, "/ask Still there? | yes\n/wait 600")
+    (bundle,) = await eventually(lambda: bundles(live, session), lambda b: len(b) == 1)
+    assert bundle["state"] == "active_live"
+
+    mock_agent.kill()  # the long-poll's connection drops: its request is cancelled
+
+    detached = await eventually(
+        lambda: bundles(live, session), lambda b: b and b[0]["state"] == "active_detached"
+    )
+    assert detached[0]["pending_id"] == bundle["pending_id"]
+    assert len(detach_events(live, session)) == 1
+    assert (await session_of(live, task, session))["pending_action"] == "clarification"
+
+
+async def test_prompt_while_the_agent_works_is_refused_as_busy(live):
+    task, session = await start_session(live, "/sleep 3000\n/reply done")
+    response = await live.http.post(
+        f"/api/v1/task-sessions/{session}/prompt", json={"content": "hurry up"}
+    )
+    assert response.status_code == 409
+    assert response.json()["error"] == "session_busy"
+    await idle(live, task, session)
+
+
+async def test_prompt_on_a_terminal_session_is_refused(live):
+    task, session = await start_session(live, "hi")
+    await idle(live, task, session)
+    await live.http.post(f"/api/v1/task-sessions/{session}/state", json={"state": "CANCELLED"})
+    response = await live.http.post(
+        f"/api/v1/task-sessions/{session}/prompt", json={"content": "more"}
+    )
+    assert response.status_code == 409
+    assert response.json()["error"] == "session_terminal"
+
+
+async def test_stale_agent_output_is_refused(live):
+    task, session = await start_session(live, "first")
+    await idle(live, task, session)
+    (old_turn,) = await turns(live, session)
+    await live.http.post(f"/api/v1/task-sessions/{session}/prompt", json={"content": "second"})
+    await idle(live, task, session)
+    late = await live.http.post(
+        f"/api/v1/_agent/sessions/{session}/messages",
+        json={"turn_id": old_turn["id"], "prompt_generation": 1, "content": "late"},
+    )
+    assert late.status_code == 409
+    assert late.json()["error"] == "turn_not_current"
+    assert "late" not in [m["content"] for m in await messages(live, session)]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"prompt": ""},
+        {"prompt": 42},
+        {"prompt": "x", "unexpected": True},
+        {"prompt": "x" * (64 * 1024 + 1)},
+    ],
+    ids=["missing", "empty", "wrong-type", "unknown-field", "oversized"],
+)
+async def test_bad_session_bodies_are_400_and_write_nothing(live, body):
+    task = await World(live.runtime.engine).task()
+    response = await live.http.post(f"/api/v1/tasks/{task}/task-sessions", json=body)
+    assert response.status_code == 400
+    assert response.json()["error"] == "validation"
+    listed = await live.http.get(f"/api/v1/tasks/{task}/task-sessions")
+    assert listed.json()["sessions"] == []
+
+
+async def test_unknown_ids_are_404(live):
+    assert (await live.http.get("/api/v1/task-sessions/nope/messages")).status_code == 404
+    assert (await live.http.get("/api/v1/tasks/nope/task-sessions")).status_code == 404
+    response = await live.http.post("/api/v1/tasks/nope/task-sessions", json={"prompt": "x"})
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"

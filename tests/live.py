@@ -1,0 +1,136 @@
+"""Real processes for API tests: the mock agent (a separate process) and the API served over
+HTTP in the test's event loop, so the agent can call back exactly as it would in production."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import uvicorn
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from backend.api.app import create_api
+from backend.config import Settings
+from backend.events import Event
+from backend.runtime import Runtime
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]], check: Callable[[T], bool], within: float = 15.0
+) -> T:
+    """Poll ``probe`` until ``check`` holds (bounded); the last value is in the failure."""
+    deadline = time.monotonic() + within
+    while True:
+        value = await probe()
+        if check(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not reached within {within}s; last value: {value!r}")
+        await asyncio.sleep(0.05)
+
+
+class MockAgent:
+    """``python -m backend.agentctl.mock`` in its own process group."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "KANDEV_CLARIFICATION_WAIT_S": "600"}
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "backend.agentctl.mock",
+                "--port",
+                str(self.port),
+                "--state-dir",
+                str(self.state_dir),
+            ],
+            env=env,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("mock agent did not start")
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: connections drop without a goodbye."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self.process = None
+
+
+class LiveApi:
+    def __init__(self, runtime: Runtime, url: str, client: httpx.AsyncClient) -> None:
+        self.runtime = runtime
+        self.url = url
+        self.http = client
+        self.events: list[Event] = []
+
+    def events_of(self, type_: str) -> list[Event]:
+        return [e for e in self.events if e.type == type_]
+
+
+@asynccontextmanager
+async def live_api(engine: AsyncEngine, agent_url: str) -> AsyncIterator[LiveApi]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    settings = Settings(agentctl_url=agent_url, public_url=url, agentctl_ack_timeout_s=5)
+    runtime = Runtime(engine, settings)
+    await runtime.start()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_api(runtime), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+        )
+    )
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        if serving.done():
+            serving.result()
+        await asyncio.sleep(0.01)
+    async with (
+        runtime.bus.subscribe() as queue,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        api = LiveApi(runtime, url, client)
+        collector = asyncio.create_task(_collect(queue, api.events))
+        try:
+            yield api
+        finally:
+            collector.cancel()
+            server.should_exit = True
+            await serving
+            await runtime.stop()
+
+
+async def _collect(queue: asyncio.Queue[Event], into: list[Any]) -> None:
+    while True:
+        into.append(await queue.get())
