@@ -44,3 +44,17 @@ class AgentUnavailable(DomainError):
 
     status = 502
     code = "agent_unavailable"
+
+
+class NotActive(Conflict):
+    """A response to a bundle that is not operational: nothing was written or resumed."""
+
+    code = "not_active"
+
+
+class DeliveryFailed(DomainError):
+    """The response could not be delivered. ``retryable`` tells the client whether the
+    question is pending again (send the same answer) or the agent may already have it."""
+
+    status = 500
+    code = "delivery_failed"

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend.agentctl.client import AgentctlClient
+from backend.clarifications.respond import Responder
 from backend.clarifications.waiters import WaiterRegistry
 from backend.config import Settings, get_settings
 from backend.errors import DomainError
@@ -57,6 +58,7 @@ class Runtime:
         self.orchestrator = Orchestrator(
             engine, dispatcher, self.bus, self.waiters, callback_url=settings.public_url
         )
+        self.responder = Responder(engine, self.waiters, self.orchestrator)
         self._revisions: RevisionClock | None = None
 
     @property

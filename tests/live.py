@@ -89,21 +89,44 @@ class MockAgent:
 
 
 class LiveApi:
-    def __init__(self, runtime: Runtime, url: str, client: httpx.AsyncClient) -> None:
+    def __init__(
+        self, runtime: Runtime, url: str, client: httpx.AsyncClient, agent_url: str
+    ) -> None:
         self.runtime = runtime
         self.url = url
         self.http = client
+        self.agent_url = agent_url
         self.events: list[Event] = []
+
+    async def dispatched(self, session_id: str) -> list[dict[str, Any]]:
+        """Prompts the mock agent durably accepted for ``session_id``."""
+        async with httpx.AsyncClient(base_url=self.agent_url, timeout=10) as agent:
+            prompts = (await agent.get("/v1/prompts")).json()["prompts"]
+        return [p for p in prompts if p["session_id"] == session_id]
+
+    async def agent_fault(self, action: str | None, count: int | None = None) -> None:
+        async with httpx.AsyncClient(base_url=self.agent_url, timeout=10) as agent:
+            if action is None:
+                await agent.delete("/v1/failpoints/agentctl.prompt")
+            else:
+                body: dict[str, Any] = {"action": action}
+                if count is not None:
+                    body["count"] = count
+                (await agent.put("/v1/failpoints/agentctl.prompt", json=body)).raise_for_status()
 
     def events_of(self, type_: str) -> list[Event]:
         return [e for e in self.events if e.type == type_]
 
 
 @asynccontextmanager
-async def live_api(engine: AsyncEngine, agent_url: str) -> AsyncIterator[LiveApi]:
+async def live_api(
+    engine: AsyncEngine, agent_url: str, ack_timeout_s: float = 2.0
+) -> AsyncIterator[LiveApi]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    settings = Settings(agentctl_url=agent_url, public_url=url, agentctl_ack_timeout_s=5)
+    settings = Settings(
+        agentctl_url=agent_url, public_url=url, agentctl_ack_timeout_s=ack_timeout_s
+    )
     runtime = Runtime(engine, settings)
     await runtime.start()
     server = uvicorn.Server(
@@ -120,7 +143,7 @@ async def live_api(engine: AsyncEngine, agent_url: str) -> AsyncIterator[LiveApi
         runtime.bus.subscribe() as queue,
         httpx.AsyncClient(base_url=url, timeout=30) as client,
     ):
-        api = LiveApi(runtime, url, client)
+        api = LiveApi(runtime, url, client, agent_url)
         collector = asyncio.create_task(_collect(queue, api.events))
         try:
             yield api

@@ -49,3 +49,15 @@ class AgentClarificationBody(Body):
 class AgentTurnCompleteBody(Body):
     prompt_generation: int = Field(ge=0)
     status: Literal["completed", "failed"]
+
+
+class AnswerBody(Body):
+    message_id: str = Field(min_length=1, max_length=64)
+    option_ids: list[str] = Field(default_factory=list, max_length=20)
+    text: str = Field(default="", max_length=MAX_QUESTION_CHARS)
+
+
+class RespondBody(Body):
+    answers: list[AnswerBody] | None = Field(default=None, max_length=20)
+    rejected: bool = False
+    reason: str | None = Field(default=None, max_length=MAX_QUESTION_CHARS)

@@ -15,10 +15,17 @@ from typing import Any
 @dataclass(frozen=True, slots=True)
 class WaiterOutcome:
     """What the agent's wait ends with: ``answered`` (with answers), ``rejected`` or
-    ``expired`` (the session became terminal)."""
+    ``expired`` (the session became terminal).
+
+    A response carries its delivery ``intent_id``; the waiter must durably confirm it (retire
+    the intent) before the agent sees the answer, and reports the confirmed rows through
+    ``confirmation`` (empty when the responder restored the claim first).
+    """
 
     outcome: str
     answers: tuple[dict[str, Any], ...] = ()
+    intent_id: str | None = None
+    confirmation: asyncio.Future[list[dict[str, Any]]] | None = None
 
 
 @dataclass(slots=True)

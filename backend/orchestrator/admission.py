@@ -8,6 +8,7 @@ RUNNING and its prompt generation increments in one conditional UPDATE, so concu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -34,8 +35,14 @@ class AdmittedTurn:
     prompt_generation: int
 
 
-async def admit_prompt(conn: AsyncConnection, session_id: str) -> AdmittedTurn:
-    """Claim the session for a new turn and insert that turn (published: it is current now)."""
+async def admit_prompt(
+    conn: AsyncConnection, session_id: str, turn_metadata: dict[str, Any] | None = None
+) -> AdmittedTurn:
+    """Claim the session for a new turn and insert that turn.
+
+    With empty ``turn_metadata`` the turn is published and current at once; a reservation
+    passes ``prompt_dispatch_pending`` (and its recovery identity) to stay unpublished.
+    """
     now = utcnow()
     claimed = (
         await conn.execute(
@@ -68,7 +75,7 @@ async def admit_prompt(conn: AsyncConnection, session_id: str) -> AdmittedTurn:
             prompt_generation=generation,
             started_at=now,
             created_at=now,
-            metadata={},
+            metadata=turn_metadata or {},
         )
     )
     return AdmittedTurn(session_id, task_id, turn_id, int(generation))

@@ -18,10 +18,12 @@ from typing import Any
 from sqlalchemy import insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from backend import failpoints
 from backend.agentctl.client import PromptRequest
-from backend.agentctl.errors import PromptDispatchError
+from backend.agentctl.errors import PromptDispatchError, PromptNotAcknowledged, PromptRejected
 from backend.authority import session_authority
 from backend.authority.sql import current_turn_id, messages, sessions, tasks, turns
+from backend.clarifications import claims
 from backend.clarifications.store import Question, create_bundle, detach, expire_current_turn
 from backend.clarifications.waiters import LiveWaiter, WaiterOutcome, WaiterRegistry
 from backend.clock import utcnow
@@ -29,6 +31,7 @@ from backend.db.engine import read_tx, write_tx
 from backend.errors import AgentUnavailable, Conflict, NotFound, TurnNotCurrent
 from backend.events import Event, EventBus
 from backend.ids import new_id
+from backend.orchestrator import reservations
 from backend.orchestrator.admission import AdmittedTurn, admit_prompt
 from backend.views import message_view
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction, SessionState
@@ -44,6 +47,14 @@ class PromptDispatcher:
 
     async def dispatch_prompt(self, prompt: PromptRequest) -> None:  # pragma: no cover
         raise NotImplementedError
+
+
+class ResumeNotAccepted(Exception):
+    """The agent certainly did not take the detached answer; it may be restored and retried."""
+
+
+class ResumeAmbiguous(Exception):
+    """The agent may have taken the detached answer; it must never be dispatched again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,10 +259,125 @@ class Orchestrator:
             gone.cancel()
         if waiter.future in done:
             outcome = waiter.future.result()
-            return ClarificationResult(outcome.outcome, bundle_id, outcome.answers)
+            if outcome.intent_id is None:
+                return ClarificationResult(outcome.outcome, bundle_id, outcome.answers)
+            if await self._confirm_delivery(bundle_id, outcome):
+                return ClarificationResult(outcome.outcome, bundle_id, outcome.answers)
+            # The responder gave up and restored the question: the agent must not see it.
+            return ClarificationResult("detached", bundle_id)
         self.waiters.drop(bundle_id)
         await self._detach_and_publish(session_id, bundle_id=bundle_id)
         return ClarificationResult("detached", bundle_id)
+
+    async def _confirm_delivery(self, bundle_id: str, outcome: WaiterOutcome) -> bool:
+        """Durable confirmation before the agent gets the response. Once started it runs to
+        the end (even if the responder stopped waiting), and it serializes against the
+        responder's restore through the intent id: exactly one of them wins."""
+        assert outcome.intent_id is not None and outcome.confirmation is not None
+        await failpoints.hit("waiter.before_confirm")
+
+        async def work() -> list[dict[str, Any]]:
+            async with write_tx(self.engine) as conn:
+                return await claims.finalize(conn, bundle_id, outcome.intent_id)
+
+        try:
+            rows = await bounded(work())
+        except Exception as error:
+            if not outcome.confirmation.done():
+                outcome.confirmation.set_exception(error)
+            raise
+        if not outcome.confirmation.done():
+            outcome.confirmation.set_result(rows)
+        return bool(rows)
+
+    async def resume_with_answer(
+        self,
+        session_id: str,
+        source_turn_id: str | None,
+        bundle_id: str,
+        claimed_ids: list[str],
+        answer: dict[str, Any],
+    ) -> str:
+        """Dispatch a detached answer as a new prompt, at most once; returns the new turn id.
+
+        Raises :class:`ResumeNotAccepted` when the agent certainly did not take it (the
+        reservation is rolled back: the bundle may be restored), or :class:`ResumeAmbiguous`
+        when it may have (the successor stays; the answer must stay terminal).
+        """
+        metadata = reservations.reservation_metadata(source_turn_id, bundle_id, claimed_ids)
+        async with write_tx(self.engine) as conn:
+            admitted = await admit_prompt(conn, session_id, turn_metadata=metadata)
+        try:
+            await failpoints.hit("resume.after_reserve")
+            async with write_tx(self.engine) as conn:
+                if not await reservations.mark_attempted(conn, admitted.turn_id):
+                    raise RuntimeError("reservation vanished before the attempt mark")
+        except Exception as error:
+            await self._roll_back(admitted)
+            raise ResumeNotAccepted("could not mark the dispatch attempt") from error
+        request = PromptRequest(
+            session_id=session_id,
+            turn_id=admitted.turn_id,
+            prompt_generation=admitted.prompt_generation,
+            content="(answer to the agent's question)",
+            callback_url=self.callback_url,
+            answer=answer,
+        )
+        try:
+            await self.dispatcher.dispatch_prompt(request)
+        except (PromptRejected, PromptNotAcknowledged) as error:
+            # Refused, or not acknowledged within the bounded wait: acceptance failed (S34).
+            await self._roll_back(admitted)
+            raise ResumeNotAccepted(str(error)) from error
+        except PromptDispatchError as error:
+            await self._publish_successor(admitted)
+            await self.turn_complete(
+                session_id, admitted.turn_id, admitted.prompt_generation, "failed"
+            )
+            raise ResumeAmbiguous(str(error)) from error
+        try:
+            await self._publish_successor(admitted)
+        except Exception as error:
+            raise ResumeAmbiguous("the agent accepted the answer; publication failed") from error
+        return admitted.turn_id
+
+    async def cancel_live(self, bundle_id: str) -> None:
+        """Cancel a request held by this process's waiter store (404 otherwise): its pending
+        rows become ``cancelled`` and the waiting agent is told so."""
+        waiter = self.waiters.get(bundle_id)
+        if waiter is None or not self.waiters.has_waiter(bundle_id):
+            raise NotFound("no live clarification with that id here")
+
+        async def work() -> list[dict[str, Any]]:
+            async with write_tx(self.engine) as conn:
+                return await claims.cancel(conn, waiter.session_id, bundle_id)
+
+        rows = await bounded(work())
+        self.waiters.resolve(bundle_id, WaiterOutcome("cancelled"))
+        for row in rows:
+            await self.publish_message("session.message.updated", row)
+
+    async def _roll_back(self, admitted: AdmittedTurn) -> None:
+        async def work() -> bool:
+            async with write_tx(self.engine) as conn:
+                return await reservations.roll_back(
+                    conn, admitted.session_id, admitted.turn_id, admitted.prompt_generation
+                )
+
+        if not await bounded(work()):
+            raise ResumeAmbiguous("the reservation could not be rolled back")
+
+    async def _publish_successor(self, admitted: AdmittedTurn) -> None:
+        """``turn.started`` first (its payload is recovery-clean), then clear the private
+        metadata: a failed publication leaves the marker for start-up recovery."""
+        await self.bus.publish(
+            Event(
+                "turn.started",
+                {"session_id": admitted.session_id, "turn_id": admitted.turn_id},
+            )
+        )
+        async with write_tx(self.engine) as conn:
+            await reservations.publish(conn, admitted.turn_id)
 
     async def turn_complete(
         self, session_id: str, turn_id: str, generation: int, status: str

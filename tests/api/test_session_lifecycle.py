@@ -8,54 +8,17 @@ from sqlalchemy import true
 from backend.authority import task_pending_actions
 from backend.db.engine import read_tx
 from backend.vocabulary import PendingAction
+from tests.api.helpers import (
+    bundles,
+    detach_events,
+    idle,
+    messages,
+    session_of,
+    start_session,
+    turns,
+)
 from tests.builders import World
-from tests.live import LiveApi, eventually
-
-
-async def start_session(live: LiveApi, prompt: str) -> tuple[str, str]:
-    task = await World(live.runtime.engine).task()
-    response = await live.http.post(f"/api/v1/tasks/{task}/task-sessions", json={"prompt": prompt})
-    assert response.status_code == 201, response.text
-    return task, response.json()["id"]
-
-
-async def session_of(live: LiveApi, task_id: str, session_id: str) -> dict:
-    response = await live.http.get(f"/api/v1/tasks/{task_id}/task-sessions")
-    assert response.status_code == 200, response.text
-    (session,) = [s for s in response.json()["sessions"] if s["id"] == session_id]
-    return session
-
-
-async def bundles(live: LiveApi, session_id: str) -> list[dict]:
-    response = await live.http.get(f"/api/v1/task-sessions/{session_id}/clarifications")
-    assert response.status_code == 200, response.text
-    return response.json()["bundles"]
-
-
-async def messages(live: LiveApi, session_id: str) -> list[dict]:
-    response = await live.http.get(f"/api/v1/task-sessions/{session_id}/messages")
-    assert response.status_code == 200, response.text
-    return response.json()["messages"]
-
-
-async def turns(live: LiveApi, session_id: str) -> list[dict]:
-    response = await live.http.get(f"/api/v1/task-sessions/{session_id}/turns")
-    return response.json()["turns"]
-
-
-async def idle(live: LiveApi, task_id: str, session_id: str, state: str = "IDLE") -> dict:
-    return await eventually(
-        lambda: session_of(live, task_id, session_id), lambda s: s["state"] == state
-    )
-
-
-def detach_events(live: LiveApi, session_id: str) -> list[dict]:
-    return [
-        e.data["message"]
-        for e in live.events_of("session.message.updated")
-        if e.data["session_id"] == session_id
-        and e.data["message"]["metadata"].get("agent_disconnected")
-    ]
+from tests.live import eventually
 
 
 async def test_a_plain_prompt_gets_an_echo_and_the_turn_completes(live):

@@ -1,0 +1,122 @@
+"""Response claims: the compare-and-set statements behind ``/respond``.
+
+A claim moves a bundle's pending rows of the current turn to their provisional terminal status
+and stamps them with a durable delivery intent, in one UPDATE. Finalize (the answer reached its
+handoff boundary) and restore (it did not: back to pending) are each one UPDATE keyed by the
+intent id, so whichever runs first wins and the other changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import and_, case, func, literal, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from backend.authority.sql import current_turn_id, messages, sessions
+from backend.db.json import json_merge, json_text
+from backend.request_evidence import DELIVERY_INTENT, constant, is_pending_row, pending_id
+from backend.vocabulary import MessageType, RequestStatus
+
+DELIVERY_PATH = "delivery_path"
+#: Keys a claim adds, all removed again by a restore.
+_CLAIM_KEYS = ("answer", "reason", DELIVERY_INTENT, DELIVERY_PATH)
+
+
+async def lock_session(conn: AsyncConnection, session_id: str) -> None:
+    """Serialize against prompt admission on PostgreSQL (SQLite's write lock already does):
+    a newer turn cannot be admitted between the state check and the claim."""
+    await conn.execute(select(sessions.c.id).where(sessions.c.id == session_id).with_for_update())
+
+
+def _claimable(session_id: str, bundle_id: str) -> Any:
+    non_empty_turn = func.nullif(messages.c.turn_id, literal(""))
+    return and_(
+        messages.c.session_id == session_id,
+        pending_id(messages) == bundle_id,
+        messages.c.type == constant(MessageType.CLARIFICATION_REQUEST.value),
+        is_pending_row(messages),
+        or_(
+            non_empty_turn.is_(None),
+            messages.c.turn_id == current_turn_id(literal(session_id)),
+        ),
+    )
+
+
+async def pending_rows(conn: AsyncConnection, session_id: str, bundle_id: str) -> list[Any]:
+    """The rows a claim would take now (for validating an answer against them)."""
+    stmt = select(messages).where(_claimable(session_id, bundle_id)).order_by(messages.c.id)
+    return list(await conn.execute(stmt))
+
+
+async def claim(
+    conn: AsyncConnection,
+    session_id: str,
+    bundle_id: str,
+    patches: Mapping[str, dict[str, Any]],
+    intent_id: str,
+    path: str,
+) -> list[dict[str, Any]]:
+    """Claim exactly the pending rows named in ``patches`` (message id → its terminal fields)."""
+    if not patches:
+        return []
+    stamp = {DELIVERY_INTENT: intent_id, DELIVERY_PATH: path}
+    new_metadata = case(
+        *(
+            (messages.c.id == message_id, json_merge(messages.c.metadata, {**patch, **stamp}))
+            for message_id, patch in patches.items()
+        ),
+        else_=messages.c.metadata,
+    )
+    stmt = (
+        update(messages)
+        .where(_claimable(session_id, bundle_id), messages.c.id.in_(list(patches)))
+        .values(metadata=new_metadata)
+        .returning(*messages.c)
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]
+
+
+def _holding(bundle_id: str, intent_id: str) -> Any:
+    return and_(
+        pending_id(messages) == bundle_id,
+        json_text(messages.c.metadata, DELIVERY_INTENT) == intent_id,
+    )
+
+
+async def finalize(conn: AsyncConnection, bundle_id: str, intent_id: str) -> list[dict[str, Any]]:
+    """Retire the intent: the claimed rows become plain terminal history."""
+    stmt = (
+        update(messages)
+        .where(_holding(bundle_id, intent_id))
+        .values(
+            metadata=json_merge(messages.c.metadata, {DELIVERY_INTENT: None, DELIVERY_PATH: None})
+        )
+        .returning(*messages.c)
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]
+
+
+async def restore(conn: AsyncConnection, bundle_id: str, intent_id: str) -> list[dict[str, Any]]:
+    """Put the claimed rows back to pending, exactly as before the claim."""
+    patch: dict[str, Any] = {"status": RequestStatus.PENDING.value}
+    patch.update(dict.fromkeys(_CLAIM_KEYS))
+    stmt = (
+        update(messages)
+        .where(_holding(bundle_id, intent_id))
+        .values(metadata=json_merge(messages.c.metadata, patch))
+        .returning(*messages.c)
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]
+
+
+async def cancel(conn: AsyncConnection, session_id: str, bundle_id: str) -> list[dict[str, Any]]:
+    """Cancel the bundle's claimable rows (no intent: cancellation is terminal at once)."""
+    stmt = (
+        update(messages)
+        .where(_claimable(session_id, bundle_id))
+        .values(metadata=json_merge(messages.c.metadata, {"status": RequestStatus.CANCELLED.value}))
+        .returning(*messages.c)
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]

@@ -1,0 +1,265 @@
+"""``POST /api/v1/clarification/{pending_id}/respond``: the state-based response contract.
+
+1. Validate the body against the bundle's rows (400 writes nothing).
+2. Claim, in one transaction that holds the session lock: classify the bundle with the rule;
+   only an active bundle is claimed (409 otherwise, with its state, and no write). The claim
+   stamps a durable delivery intent on exactly the pending rows.
+3. Deliver: a live waiter confirms durably before the agent sees the response; a detached
+   answer is dispatched once as a new prompt; a detached Skip is simply finalized.
+4. Publish terminal message updates only after delivery succeeded; restored rows are
+   published too, so every client converges on what the database says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from backend.authority import BundleFacts, BundleState, bundle_facts, classify_bundle
+from backend.authority.sql import messages
+from backend.clarifications import claims
+from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
+from backend.db.engine import read_tx, write_tx
+from backend.errors import DeliveryFailed, DomainError, NotActive, NotFound
+from backend.ids import new_id
+from backend.orchestrator.service import (
+    Orchestrator,
+    ResumeAmbiguous,
+    ResumeNotAccepted,
+    bounded,
+)
+from backend.request_evidence import pending_id as pending_id_of
+from backend.vocabulary import MessageType, RequestStatus
+
+log = logging.getLogger(__name__)
+
+#: How long a responder waits for a live waiter's durable confirmation.
+LIVE_CONFIRM_WAIT_S = 10.0
+
+
+class InvalidResponse(DomainError):
+    status = 400
+    code = "validation"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    message_id: str
+    option_ids: tuple[str, ...]
+    text: str
+
+
+class Responder:
+    def __init__(
+        self, engine: AsyncEngine, waiters: WaiterRegistry, orchestrator: Orchestrator
+    ) -> None:
+        self.engine = engine
+        self.waiters = waiters
+        self.orchestrator = orchestrator
+
+    async def respond(
+        self, pending_id: str, answers: list[Answer] | None, rejected: bool, reason: str | None
+    ) -> str:
+        """Returns the outcome: ``delivered``, ``resumed`` or ``rejected``."""
+        async with read_tx(self.engine) as conn:
+            facts = await bundle_facts(conn, pending_id)
+            rows = await self._rows(conn, pending_id)
+        if facts is None or facts.request_type != MessageType.CLARIFICATION_REQUEST.value:
+            raise NotFound("no such clarification")
+        answer_values = self._check_answers(rows, answers or [], rejected)
+
+        intent_id = new_id()
+        async with write_tx(self.engine) as conn:
+            await claims.lock_session(conn, facts.session_id)
+            facts = await bundle_facts(conn, pending_id)
+            assert facts is not None
+            state = classify_bundle(facts, self.waiters)
+            if not state.is_active:
+                raise NotActive("the question is no longer active", state=state.value)
+            pending = await claims.pending_rows(conn, facts.session_id, pending_id)
+            patches = self._patches(pending, answer_values, rejected, reason)
+            path = "live" if state is BundleState.ACTIVE_LIVE else "detached"
+            claimed = await claims.claim(
+                conn, facts.session_id, pending_id, patches, intent_id, path
+            )
+            if len(claimed) != len(patches):
+                raise NotActive("the question changed meanwhile", state="delivery_claimed")
+
+        if path == "live":
+            delivered = await self._deliver_live(facts, claimed, intent_id, rejected)
+            if delivered is not None:
+                return delivered
+        return await self._deliver_detached(facts, claimed, intent_id, rejected)
+
+    # -- validation ---------------------------------------------------------------------
+
+    async def _rows(self, conn: Any, pending_id: str) -> list[Any]:
+        stmt = select(messages).where(pending_id_of(messages) == pending_id)
+        return list(await conn.execute(stmt.order_by(messages.c.created_at, messages.c.id)))
+
+    def _check_answers(
+        self, rows: list[Any], answers: list[Answer], rejected: bool
+    ) -> dict[str, dict[str, Any]]:
+        """Ids and options must belong to the bundle; every answer must say something."""
+        if rejected:
+            if answers:
+                raise InvalidResponse("send either answers or rejected, not both")
+            return {}
+        if not answers:
+            raise InvalidResponse("answers are required unless rejected is true")
+        by_id = {row.id: row for row in rows}
+        values: dict[str, dict[str, Any]] = {}
+        for answer in answers:
+            row = by_id.get(answer.message_id)
+            if row is None:
+                raise InvalidResponse(f"unknown message id {answer.message_id!r}")
+            if answer.message_id in values:
+                raise InvalidResponse(f"message id {answer.message_id!r} answered twice")
+            options = {o["id"]: o["label"] for o in row.metadata.get("options", [])}
+            unknown = [o for o in answer.option_ids if o not in options]
+            if unknown:
+                raise InvalidResponse(f"unknown option ids {unknown!r}")
+            if not answer.option_ids and not answer.text.strip():
+                raise InvalidResponse(f"the answer to {answer.message_id!r} is empty")
+            values[answer.message_id] = {
+                "option_ids": list(answer.option_ids),
+                "option_labels": [options[o] for o in answer.option_ids],
+                "text": answer.text,
+                "question": row.metadata.get("question", row.content),
+            }
+        return values
+
+    def _patches(
+        self,
+        pending: list[Any],
+        answers: dict[str, dict[str, Any]],
+        rejected: bool,
+        reason: str | None,
+    ) -> dict[str, dict[str, Any]]:
+        if rejected:
+            patch: dict[str, Any] = {"status": RequestStatus.REJECTED.value}
+            if reason:
+                patch["reason"] = reason
+            return {row.id: patch for row in pending}
+        pending_ids = {row.id for row in pending}
+        missing = pending_ids - answers.keys()
+        if missing:
+            raise InvalidResponse(f"unanswered questions: {sorted(missing)!r}")
+        not_pending = answers.keys() - pending_ids
+        if not_pending:
+            raise InvalidResponse(f"questions already resolved: {sorted(not_pending)!r}")
+        return {
+            mid: {"status": RequestStatus.ANSWERED.value, "answer": value}
+            for mid, value in answers.items()
+        }
+
+    # -- delivery -----------------------------------------------------------------------
+
+    def _agent_answers(self, claimed: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+        return tuple(
+            {
+                "message_id": row["id"],
+                "question": row["metadata"].get("question", row["content"]),
+                "option_labels": row["metadata"].get("answer", {}).get("option_labels", []),
+                "text": row["metadata"].get("answer", {}).get("text", ""),
+            }
+            for row in claimed
+        )
+
+    async def _deliver_live(
+        self, facts: BundleFacts, claimed: list[dict[str, Any]], intent_id: str, rejected: bool
+    ) -> str | None:
+        """Hand the response to the waiting agent; ``None`` if the waiter vanished first (the
+        caller then falls back to detached delivery with the same claim)."""
+        loop = asyncio.get_running_loop()
+        outcome = WaiterOutcome(
+            "rejected" if rejected else "answered",
+            () if rejected else self._agent_answers(claimed),
+            intent_id=intent_id,
+            confirmation=loop.create_future(),
+        )
+        if not self.waiters.resolve(facts.pending_id, outcome):
+            return None
+        assert outcome.confirmation is not None
+        try:
+            confirmed = await asyncio.wait_for(
+                asyncio.shield(outcome.confirmation), LIVE_CONFIRM_WAIT_S
+            )
+        except (TimeoutError, Exception):
+            log.warning("live delivery of %s not confirmed in time", facts.pending_id)
+            restored = await self._restore(facts, intent_id)
+            if restored:
+                raise DeliveryFailed("the agent did not take the answer", retryable=True) from None
+            confirmed = await self._current_rows(claimed)
+        if not confirmed:
+            raise DeliveryFailed("the answer could not be confirmed", retryable=True)
+        await self._publish(confirmed)
+        return "rejected" if rejected else "delivered"
+
+    async def _deliver_detached(
+        self, facts: BundleFacts, claimed: list[dict[str, Any]], intent_id: str, rejected: bool
+    ) -> str:
+        if rejected:
+            await self._publish(await self._finalize(facts.pending_id, intent_id))
+            return "rejected"
+        answer = {
+            "pending_id": facts.pending_id,
+            "rejected": False,
+            "answers": list(self._agent_answers(claimed)),
+        }
+        try:
+            await self.orchestrator.resume_with_answer(
+                facts.session_id,
+                facts.turn_id,
+                facts.pending_id,
+                [r["id"] for r in claimed],
+                answer,
+            )
+        except DomainError:
+            # Refused before any dispatch (e.g. the agent is still busy): nothing was sent.
+            await self._restore(facts, intent_id)
+            raise
+        except ResumeNotAccepted as error:
+            log.warning("resume of %s not accepted: %s", facts.pending_id, error)
+            await self._restore(facts, intent_id)
+            raise DeliveryFailed("the agent did not accept the answer", retryable=True) from None
+        except ResumeAmbiguous as error:
+            log.error("resume of %s ambiguous: %s", facts.pending_id, error)
+            await self._publish(await self._finalize(facts.pending_id, intent_id))
+            raise DeliveryFailed(
+                "the agent may already have the answer; do not send it again", retryable=False
+            ) from None
+        await self._publish(await self._finalize(facts.pending_id, intent_id))
+        return "resumed"
+
+    async def _finalize(self, bundle_id: str, intent_id: str) -> list[dict[str, Any]]:
+        async def work() -> list[dict[str, Any]]:
+            async with write_tx(self.engine) as conn:
+                return await claims.finalize(conn, bundle_id, intent_id)
+
+        return await bounded(work())
+
+    async def _restore(self, facts: BundleFacts, intent_id: str) -> list[dict[str, Any]]:
+        async def work() -> list[dict[str, Any]]:
+            async with write_tx(self.engine) as conn:
+                return await claims.restore(conn, facts.pending_id, intent_id)
+
+        rows = await bounded(work())
+        await self._publish(rows)
+        return rows
+
+    async def _current_rows(self, claimed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The claimed rows as stored now (the waiter finalized them after our deadline)."""
+        ids = [r["id"] for r in claimed]
+        async with read_tx(self.engine) as conn:
+            rows = await conn.execute(select(messages).where(messages.c.id.in_(ids)))
+            return [dict(r._mapping) for r in rows]
+
+    async def _publish(self, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            await self.orchestrator.publish_message("session.message.updated", row)
