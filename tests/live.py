@@ -19,6 +19,7 @@ import httpx
 import uvicorn
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from backend import failpoints
 from backend.api.app import create_api
 from backend.config import Settings
 from backend.events import Event
@@ -45,6 +46,12 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not reached within {within}s; last value: {value!r}")
         await asyncio.sleep(0.05)
+
+
+async def failpoint_hits(name: str) -> int:
+    """How often the in-process fault point ``name`` was reached (0 once cleared)."""
+    point = failpoints.listing().get(name)
+    return int(point["hits"]) if point else 0
 
 
 class MockAgent:

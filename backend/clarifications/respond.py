@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from backend import failpoints
 from backend.authority import BundleFacts, BundleState, bundle_facts, classify_bundle
 from backend.authority.sql import messages
 from backend.clarifications import claims
@@ -90,6 +91,7 @@ class Responder:
             if len(claimed) != len(patches):
                 raise NotActive("the question changed meanwhile", state="delivery_claimed")
 
+        await failpoints.hit("respond.after_claim")
         if path == "live":
             delivered = await self._deliver_live(facts, claimed, intent_id, rejected)
             if delivered is not None:

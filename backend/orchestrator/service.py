@@ -253,7 +253,7 @@ class Orchestrator:
         except asyncio.CancelledError:
             # The server cancelled the request: the agent is gone, the question must stay.
             self.waiters.drop(bundle_id)
-            await self._detach_and_publish(session_id, bundle_id=bundle_id)
+            await self._detach_and_pause(waiter)
             raise
         finally:
             gone.cancel()
@@ -266,8 +266,23 @@ class Orchestrator:
             # The responder gave up and restored the question: the agent must not see it.
             return ClarificationResult("detached", bundle_id)
         self.waiters.drop(bundle_id)
-        await self._detach_and_publish(session_id, bundle_id=bundle_id)
+        await self._detach_and_pause(waiter)
         return ClarificationResult("detached", bundle_id)
+
+    async def _detach_and_pause(self, waiter: LiveWaiter) -> None:
+        """Detach the bundle, then pause (complete) exactly the turn that asked.
+
+        The waiter is the snapshot of turn authority taken when the question was asked, before
+        detachment: a first or successor turn admitted meanwhile has a newer generation, so
+        the pause's compare-and-set cannot complete it or change its session state.
+        """
+        await self._detach_and_publish(waiter.session_id, bundle_id=waiter.pending_id)
+        await failpoints.hit("clarification.before_pause")
+        await bounded(
+            self.turn_complete(
+                waiter.session_id, waiter.turn_id, waiter.prompt_generation, "paused"
+            )
+        )
 
     async def _confirm_delivery(self, bundle_id: str, outcome: WaiterOutcome) -> bool:
         """Durable confirmation before the agent gets the response. Once started it runs to

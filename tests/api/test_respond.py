@@ -20,7 +20,7 @@ from tests.api.helpers import (
     session_of,
     turns,
 )
-from tests.live import eventually
+from tests.live import eventually, failpoint_hits
 
 
 def question_rows(rows: list[dict]) -> list[dict]:
@@ -204,7 +204,7 @@ async def test_live_answer_waits_for_durable_confirmation_before_the_agent_sees_
     task, session, bundle = await live_bundle(live, "/ask Hold? | yes")
     failpoints.configure("waiter.before_confirm", "hold")
     responding = asyncio.create_task(respond(live, bundle["pending_id"], answer_all(bundle)))
-    await eventually(lambda: _hits("waiter.before_confirm"), lambda n: n >= 1)
+    await eventually(lambda: failpoint_hits("waiter.before_confirm"), lambda n: n >= 1)
     await asyncio.sleep(0.3)
     assert not responding.done()
     assert await agent_replies(live, session) == []  # enqueued, not yet handed to the agent
@@ -236,11 +236,6 @@ async def test_confirmation_outliving_the_responder_loses_cleanly_to_the_restore
     assert (status, body["outcome"]) == (200, "resumed")
     await idle(live, task, session)
     assert await agent_replies(live, session) == ["Got: Slow?: yes"]
-
-
-async def _hits(name: str) -> int:
-    point = failpoints.listing().get(name)
-    return int(point["hits"]) if point else 0
 
 
 @pytest.mark.parametrize(
@@ -278,3 +273,39 @@ async def test_invalid_responses_are_400_and_change_nothing(live, make_body, rea
 async def test_unknown_bundle_is_404(live):
     status, body = await respond(live, "no-such-bundle", {"rejected": True})
     assert (status, body["error"]) == (404, "not_found")
+
+
+@pytest.mark.scenario("S24")
+async def test_waiter_cancelled_after_the_claim_falls_back_to_detached_delivery(live):
+    task, session, bundle = await live_bundle(live, "/ask Cancel race? | yes")
+    failpoints.configure("respond.after_claim", "hold")
+    responding = asyncio.create_task(respond(live, bundle["pending_id"], answer_all(bundle)))
+    await eventually(lambda: failpoint_hits("respond.after_claim"), lambda n: n >= 1)
+
+    cancel = await live.http.post(f"/api/v1/clarification/{bundle['pending_id']}/cancel")
+    assert cancel.status_code == 200  # the in-memory request is gone; the claim stays
+    await idle(live, task, session)  # the agent ended its turn without an answer
+
+    failpoints.clear("respond.after_claim")
+    status, body = await responding
+    # No wait for a confirmation that can no longer come: detached recovery, at once.
+    assert (status, body["outcome"]) == (200, "resumed")
+    await idle(live, task, session)
+    assert await agent_replies(live, session) == ["Got: Cancel race?: yes"]
+    assert len(await live.dispatched(session)) == 2
+
+
+@pytest.mark.scenario("S24")
+async def test_cancellation_after_delivery_won_cannot_preempt_its_confirmation(live):
+    task, session, bundle = await live_bundle(live, "/ask Won? | yes")
+    failpoints.configure("waiter.before_confirm", "hold")
+    responding = asyncio.create_task(respond(live, bundle["pending_id"], answer_all(bundle)))
+    await eventually(lambda: failpoint_hits("waiter.before_confirm"), lambda n: n >= 1)
+
+    cancel = await live.http.post(f"/api/v1/clarification/{bundle['pending_id']}/cancel")
+    assert cancel.status_code == 404
+
+    failpoints.clear("waiter.before_confirm")
+    assert (await responding)[1]["outcome"] == "delivered"
+    await idle(live, task, session)
+    assert await agent_replies(live, session) == ["Got: Won?: yes"]

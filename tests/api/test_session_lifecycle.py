@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import true
 
+from backend import failpoints
 from backend.authority import task_pending_actions
 from backend.db.engine import read_tx
 from backend.vocabulary import PendingAction
@@ -18,7 +19,7 @@ from tests.api.helpers import (
     turns,
 )
 from tests.builders import World
-from tests.live import eventually
+from tests.live import eventually, failpoint_hits
 
 
 async def test_a_plain_prompt_gets_an_echo_and_the_turn_completes(live):
@@ -185,3 +186,30 @@ async def test_unknown_ids_are_404(live):
     response = await live.http.post("/api/v1/tasks/nope/task-sessions", json={"prompt": "x"})
     assert response.status_code == 404
     assert response.json()["error"] == "not_found"
+
+
+@pytest.mark.scenario("S10")
+async def test_stale_pause_cannot_complete_a_turn_admitted_during_detachment(live):
+    task, session = await start_session(live, "/ask Pause? | yes\n/wait 1")
+    (asking_turn,) = await turns(live, session)
+    failpoints.configure("clarification.before_pause", "hold")
+    await eventually(lambda: failpoint_hits("clarification.before_pause"), lambda n: n >= 1)
+
+    # Detached, pause not yet applied: a newer turn is admitted now.
+    response = await live.http.post(
+        f"/api/v1/task-sessions/{session}/prompt", json={"content": "/sleep 1500\n/reply later"}
+    )
+    assert response.status_code == 202
+    newer = response.json()["turn_id"]
+
+    failpoints.clear("clarification.before_pause")
+    await eventually(
+        lambda: turns(live, session),
+        lambda ts: next(t for t in ts if t["id"] == asking_turn["id"])["completed_at"] is not None,
+    )
+    # The stale pause completed only its own turn; the newer one is still running.
+    state = await session_of(live, task, session)
+    assert state["state"] == "RUNNING"
+    assert next(t for t in await turns(live, session) if t["id"] == newer)["completed_at"] is None
+    await idle(live, task, session)
+    assert "later" in [m["content"] for m in await messages(live, session)]

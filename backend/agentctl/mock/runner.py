@@ -119,7 +119,7 @@ class Runner:
                     await self._message(job, format_answers(outcome.get("answers")))
                 elif kind == "rejected":
                     await self._message(job, "Skipped.")
-                elif kind == "detached":  # the turn ends without an answer
+                elif kind in ("detached", "cancelled"):  # the turn ends without an answer
                     break
                 elif kind == "expired":
                     raise _SessionEnded()
