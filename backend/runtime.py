@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from backend import failpoints
 from backend.agentctl.client import AgentctlClient
 from backend.clarifications.respond import Responder
 from backend.clarifications.waiters import WaiterRegistry
@@ -71,7 +72,13 @@ class Runtime:
             raise RuntimeNotReadyError("the backend has not finished starting")
         return self._revisions
 
+    @property
+    def agentctl(self) -> AgentctlClient | None:
+        """The executor client, when this runtime talks to agentctl over HTTP."""
+        return self._owned_client
+
     async def start(self) -> None:
+        failpoints.load_from_env()
         clock = await RevisionClock.start(self.engine)
         log.info("backend started with projection epoch %s", clock.epoch)
         self._revisions = clock

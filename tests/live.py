@@ -132,7 +132,10 @@ async def live_api(
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     settings = Settings(
-        agentctl_url=agent_url, public_url=url, agentctl_ack_timeout_s=ack_timeout_s
+        agentctl_url=agent_url,
+        public_url=url,
+        agentctl_ack_timeout_s=ack_timeout_s,
+        test_api=True,
     )
     runtime = Runtime(engine, settings)
     await runtime.start()

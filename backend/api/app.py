@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from backend.api.routes import agent, clarifications, sessions
+from backend.api.routes import agent, clarifications, sessions, testing
 from backend.errors import DomainError
 from backend.runtime import Runtime
 
@@ -74,4 +74,6 @@ def create_api(runtime: Runtime) -> FastAPI:
     api.include_router(sessions.router)
     api.include_router(clarifications.router)
     api.include_router(agent.router)
+    if runtime.settings.test_api:
+        api.include_router(testing.router)
     return api

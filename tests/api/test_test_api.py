@@ -1,0 +1,56 @@
+"""The test-only API QA suites drive faults through (``KANDEV_TEST_API=1``)."""
+
+from __future__ import annotations
+
+import httpx
+
+from backend.api.app import create_api
+from backend.config import Settings
+from backend.runtime import Runtime
+from tests.api.helpers import answer_all, detached_bundle, respond
+
+
+async def test_fault_points_are_set_listed_and_cleared(live):
+    put = await live.http.put(
+        "/api/v1/_test/failpoints/respond.after_claim", json={"action": "error", "count": 1}
+    )
+    assert put.status_code == 204
+    listed = (await live.http.get("/api/v1/_test/failpoints")).json()["failpoints"]
+    assert listed["respond.after_claim"]["action"] == "error"
+    assert (
+        await live.http.delete("/api/v1/_test/failpoints/respond.after_claim")
+    ).status_code == 204
+    assert (await live.http.get("/api/v1/_test/failpoints")).json()["failpoints"] == {}
+
+
+async def test_agent_fault_is_forwarded_and_prompts_are_readable(live):
+    _, session, bundle = await detached_bundle(live, "/ask Via test API? | yes")
+    put = await live.http.put(
+        "/api/v1/_test/failpoints/agentctl.prompt", json={"action": "reject", "count": 1}
+    )
+    assert put.status_code == 204
+    status, body = await respond(live, bundle["pending_id"], answer_all(bundle))
+    assert (status, body["retryable"]) == (500, True)
+    prompts = (await live.http.get("/api/v1/_test/agent/prompts")).json()["prompts"]
+    assert [p["session_id"] for p in prompts].count(session) == 1
+
+
+async def test_mismatched_fault_actions_are_refused(live):
+    bad = await live.http.put(
+        "/api/v1/_test/failpoints/respond.after_claim", json={"action": "reject"}
+    )
+    assert bad.status_code == 400
+    bad = await live.http.put("/api/v1/_test/failpoints/agentctl.prompt", json={"action": "hold"})
+    assert bad.status_code == 400
+    bad = await live.http.put("/api/v1/_test/failpoints/x", json={"action": "explode"})
+    assert bad.status_code == 400
+
+
+async def test_test_routes_do_not_exist_without_the_flag(engine):
+    runtime = Runtime(engine, Settings(test_api=False))
+    await runtime.start()
+    transport = httpx.ASGITransport(app=create_api(runtime))
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        response = await client.get("/api/v1/_test/failpoints")
+    await runtime.stop()
+    assert response.status_code == 404
