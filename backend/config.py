@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     #: The agent executor (agentctl) and how long a prompt may wait for its acknowledgement.
     agentctl_url: str = "http://127.0.0.1:8765"
     agentctl_ack_timeout_s: float = 10.0
+    #: How long a live answer may go without agent activity before it is re-sent as a prompt.
+    primary_answer_watchdog_s: float = 30.0
     #: Test builds only: fault points and the mock agent's record under /api/v1/_test.
     test_api: bool = False
     #: Where agents call back: this app's own base URL.

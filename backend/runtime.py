@@ -57,7 +57,12 @@ class Runtime:
             )
             dispatcher = self._owned_client
         self.orchestrator = Orchestrator(
-            engine, dispatcher, self.bus, self.waiters, callback_url=settings.public_url
+            engine,
+            dispatcher,
+            self.bus,
+            self.waiters,
+            callback_url=settings.public_url,
+            watchdog_delay_s=settings.primary_answer_watchdog_s,
         )
         self.responder = Responder(engine, self.waiters, self.orchestrator)
         self._revisions: RevisionClock | None = None
@@ -85,6 +90,7 @@ class Runtime:
 
     async def stop(self) -> None:
         self._revisions = None
+        await self.orchestrator.watchdog.shutdown()
         if self._owned_client is not None:
             await self._owned_client.aclose()
         if self._owns_engine:

@@ -127,7 +127,7 @@ class LiveApi:
 
 @asynccontextmanager
 async def live_api(
-    engine: AsyncEngine, agent_url: str, ack_timeout_s: float = 2.0
+    engine: AsyncEngine, agent_url: str, ack_timeout_s: float = 2.0, watchdog_s: float = 1.0
 ) -> AsyncIterator[LiveApi]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -136,6 +136,7 @@ async def live_api(
         public_url=url,
         agentctl_ack_timeout_s=ack_timeout_s,
         test_api=True,
+        primary_answer_watchdog_s=watchdog_s,
     )
     runtime = Runtime(engine, settings)
     await runtime.start()

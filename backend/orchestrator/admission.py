@@ -8,16 +8,19 @@ RUNNING and its prompt generation increments in one conditional UPDATE, so concu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.authority.sql import sessions, turns
 from backend.clock import utcnow
-from backend.errors import NotFound, SessionBusy, SessionTerminal
+from backend.errors import Conflict, NotFound, SessionBusy, SessionTerminal
 from backend.ids import new_id
 from backend.vocabulary import TERMINAL_SESSION_STATES, SessionState
+
+if TYPE_CHECKING:
+    from backend.orchestrator.watchdog import AnswerExpectation
 
 #: States in which a session accepts a prompt.
 ADMITTING_STATES = (
@@ -25,6 +28,10 @@ ADMITTING_STATES = (
     SessionState.IDLE.value,
     SessionState.WAITING_FOR_INPUT.value,
 )
+
+
+class StaleAnswer(Conflict):
+    code = "stale_answer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,18 +43,26 @@ class AdmittedTurn:
 
 
 async def admit_prompt(
-    conn: AsyncConnection, session_id: str, turn_metadata: dict[str, Any] | None = None
+    conn: AsyncConnection,
+    session_id: str,
+    turn_metadata: dict[str, Any] | None = None,
+    expect: AnswerExpectation | None = None,
 ) -> AdmittedTurn:
     """Claim the session for a new turn and insert that turn.
 
     With empty ``turn_metadata`` the turn is published and current at once; a reservation
     passes ``prompt_dispatch_pending`` (and its recovery identity) to stay unpublished.
+    With ``expect`` (the watchdog's fallback) the session must still be in exactly that turn
+    and generation with no agent activity since: revalidated inside this same statement.
     """
+    admissible = (
+        expect.still_undelivered() if expect is not None else sessions.c.state.in_(ADMITTING_STATES)
+    )
     now = utcnow()
     claimed = (
         await conn.execute(
             update(sessions)
-            .where(sessions.c.id == session_id, sessions.c.state.in_(ADMITTING_STATES))
+            .where(sessions.c.id == session_id, admissible)
             .values(
                 state=SessionState.RUNNING.value,
                 prompt_generation=sessions.c.prompt_generation + 1,
@@ -57,6 +72,8 @@ async def admit_prompt(
         )
     ).first()
     if claimed is None:
+        if expect is not None:
+            raise StaleAnswer("the answer's turn is no longer waiting for it")
         state = (
             await conn.execute(select(sessions.c.state).where(sessions.c.id == session_id))
         ).scalar_one_or_none()

@@ -33,6 +33,7 @@ from backend.events import Event, EventBus
 from backend.ids import new_id
 from backend.orchestrator import reservations
 from backend.orchestrator.admission import AdmittedTurn, admit_prompt
+from backend.orchestrator.watchdog import AnswerExpectation, PrimaryAnswerWatchdog
 from backend.views import message_view
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction, SessionState
 
@@ -90,12 +91,14 @@ class Orchestrator:
         bus: EventBus,
         waiters: WaiterRegistry,
         callback_url: str,
+        watchdog_delay_s: float = 30.0,
     ) -> None:
         self.engine = engine
         self.dispatcher = dispatcher
         self.bus = bus
         self.waiters = waiters
         self.callback_url = callback_url
+        self.watchdog = PrimaryAnswerWatchdog(self, watchdog_delay_s)
 
     # -- sessions and prompts ------------------------------------------------------------
 
@@ -210,6 +213,7 @@ class Orchestrator:
     async def agent_message(
         self, session_id: str, turn_id: str, generation: int, content: str
     ) -> dict[str, Any]:
+        self.watchdog.on_activity(session_id)
         async with write_tx(self.engine) as conn:
             admitted = await self._current(conn, session_id, turn_id, generation)
             row = await self._insert_message(conn, admitted, "agent", content)
@@ -227,6 +231,7 @@ class Orchestrator:
     ) -> ClarificationResult:
         """Store the bundle, then hold the agent's request as the live waiter until an
         outcome arrives, ``wait_seconds`` pass, or the agent goes away (then detach)."""
+        self.watchdog.on_activity(session_id)
         async with write_tx(self.engine) as conn:
             admitted = await self._current(conn, session_id, turn_id, generation)
             bundle_id, rows = await create_bundle(
@@ -261,7 +266,11 @@ class Orchestrator:
             outcome = waiter.future.result()
             if outcome.intent_id is None:
                 return ClarificationResult(outcome.outcome, bundle_id, outcome.answers)
-            if await self._confirm_delivery(bundle_id, outcome):
+            if await self._confirm_delivery(waiter, outcome):
+                if outcome.outcome == "answered":
+                    expectation = AnswerExpectation(session_id, turn_id, generation, utcnow())
+                    self.watchdog.arm(expectation, bundle_id, outcome.answers)
+                await failpoints.hit("waiter.after_confirm")  # e.g. the response gets lost
                 return ClarificationResult(outcome.outcome, bundle_id, outcome.answers)
             # The responder gave up and restored the question: the agent must not see it.
             return ClarificationResult("detached", bundle_id)
@@ -284,7 +293,7 @@ class Orchestrator:
             )
         )
 
-    async def _confirm_delivery(self, bundle_id: str, outcome: WaiterOutcome) -> bool:
+    async def _confirm_delivery(self, waiter: LiveWaiter, outcome: WaiterOutcome) -> bool:
         """Durable confirmation before the agent gets the response. Once started it runs to
         the end (even if the responder stopped waiting), and it serializes against the
         responder's restore through the intent id: exactly one of them wins."""
@@ -293,7 +302,12 @@ class Orchestrator:
 
         async def work() -> list[dict[str, Any]]:
             async with write_tx(self.engine) as conn:
-                return await claims.finalize(conn, bundle_id, outcome.intent_id)
+                rows = await claims.finalize(conn, waiter.pending_id, outcome.intent_id)
+                if rows:  # the agent goes on with its turn
+                    await self._set_state_for_generation(
+                        conn, waiter.session_id, waiter.prompt_generation, SessionState.RUNNING
+                    )
+                return rows
 
         try:
             rows = await bounded(work())
@@ -312,6 +326,7 @@ class Orchestrator:
         bundle_id: str,
         claimed_ids: list[str],
         answer: dict[str, Any],
+        expect: AnswerExpectation | None = None,
     ) -> str:
         """Dispatch a detached answer as a new prompt, at most once; returns the new turn id.
 
@@ -321,7 +336,7 @@ class Orchestrator:
         """
         metadata = reservations.reservation_metadata(source_turn_id, bundle_id, claimed_ids)
         async with write_tx(self.engine) as conn:
-            admitted = await admit_prompt(conn, session_id, turn_metadata=metadata)
+            admitted = await admit_prompt(conn, session_id, turn_metadata=metadata, expect=expect)
         try:
             await failpoints.hit("resume.after_reserve")
             async with write_tx(self.engine) as conn:
@@ -399,6 +414,7 @@ class Orchestrator:
     ) -> bool:
         """The ready event. Applies only to the turn and generation it names; a stale event
         (an older generation, or a turn no longer current) changes nothing."""
+        self.watchdog.on_activity(session_id)
         async with write_tx(self.engine) as conn:
             completed = (
                 await conn.execute(
