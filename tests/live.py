@@ -4,15 +4,8 @@ HTTP in the test's event loop, so the agent can call back exactly as it would in
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -24,75 +17,15 @@ from backend.api.app import create_api
 from backend.config import Settings
 from backend.events import Event
 from backend.runtime import Runtime
+from tests.processes import free_port
 
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T]], check: Callable[[T], bool], within: float = 15.0
-) -> T:
-    """Poll ``probe`` until ``check`` holds (bounded); the last value is in the failure."""
-    deadline = time.monotonic() + within
-    while True:
-        value = await probe()
-        if check(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not reached within {within}s; last value: {value!r}")
-        await asyncio.sleep(0.05)
 
 
 async def failpoint_hits(name: str) -> int:
     """How often the in-process fault point ``name`` was reached (0 once cleared)."""
     point = failpoints.listing().get(name)
     return int(point["hits"]) if point else 0
-
-
-class MockAgent:
-    """``python -m backend.agentctl.mock`` in its own process group."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.state_dir = state_dir
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = {**os.environ, "KANDEV_CLARIFICATION_WAIT_S": "600"}
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "backend.agentctl.mock",
-                "--port",
-                str(self.port),
-                "--state-dir",
-                str(self.state_dir),
-            ],
-            env=env,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("mock agent did not start")
-
-    def kill(self) -> None:
-        """SIGKILL the whole process group: connections drop without a goodbye."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-        self.process = None
 
 
 class LiveApi:

@@ -16,11 +16,9 @@ from backend.agentctl import (
 from tests.agentctl.harness import (
     ACK_TIMEOUT_S,
     FakeBackend,
-    MockAgentProcess,
-    eventually,
-    free_port,
     make_prompt,
 )
+from tests.processes import MockAgentProcess, eventually, free_port
 
 
 async def _recorded(client: AgentctlClient, session_id: str) -> list[dict]:

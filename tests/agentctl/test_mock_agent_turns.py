@@ -9,10 +9,9 @@ from tests.agentctl.harness import (
     DEFAULT_WAIT_S,
     Callback,
     FakeBackend,
-    MockAgentProcess,
-    eventually,
     make_prompt,
 )
+from tests.processes import MockAgentProcess, eventually
 
 
 async def _completed(backend: FakeBackend, session_id: str) -> Callback:

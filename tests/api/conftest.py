@@ -3,27 +3,30 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
 from backend import failpoints
-from tests.live import LiveApi, MockAgent, live_api
+from tests.live import LiveApi, live_api
+from tests.processes import MockAgentProcess
 
 
 @pytest.fixture(scope="module")
-def mock_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockAgent]:
-    agent = MockAgent(tmp_path_factory.mktemp("mock-agent"))
-    agent.start()
+async def mock_agent(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[MockAgentProcess]:
+    agent = MockAgentProcess(
+        tmp_path_factory.mktemp("mock-agent"), env={"KANDEV_CLARIFICATION_WAIT_S": "600"}
+    )
+    await agent.start()
     yield agent
-    agent.kill()
+    await agent.stop()
 
 
 @pytest.fixture
-async def live(engine, mock_agent: MockAgent) -> AsyncIterator[LiveApi]:
-    if mock_agent.process is None or mock_agent.process.poll() is not None:
-        mock_agent.start()  # a previous test killed it on purpose
+async def live(engine, mock_agent: MockAgentProcess) -> AsyncIterator[LiveApi]:
+    if not mock_agent.running:
+        await mock_agent.start()  # a previous test killed it on purpose
     async with live_api(engine, mock_agent.url) as api:
         try:
             yield api

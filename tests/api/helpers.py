@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from tests.builders import World
-from tests.live import LiveApi, eventually
+from tests.live import LiveApi
+from tests.processes import eventually
 
 
 async def start_session(live: LiveApi, prompt: str) -> tuple[str, str]:

@@ -20,7 +20,8 @@ from tests.api.helpers import (
     session_of,
     turns,
 )
-from tests.live import eventually, failpoint_hits
+from tests.live import failpoint_hits
+from tests.processes import eventually
 
 
 def question_rows(rows: list[dict]) -> list[dict]:

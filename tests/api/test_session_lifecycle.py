@@ -19,7 +19,8 @@ from tests.api.helpers import (
     turns,
 )
 from tests.builders import World
-from tests.live import eventually, failpoint_hits
+from tests.live import failpoint_hits
+from tests.processes import eventually
 
 
 async def test_a_plain_prompt_gets_an_echo_and_the_turn_completes(live):
@@ -114,7 +115,7 @@ async def test_agent_vanishing_mid_wait_detaches_the_question(live, mock_agent):
     (bundle,) = await eventually(lambda: bundles(live, session), lambda b: len(b) == 1)
     assert bundle["state"] == "active_live"
 
-    mock_agent.kill()  # the long-poll's connection drops: its request is cancelled
+    await mock_agent.kill()  # the long-poll's connection drops: its request is cancelled
 
     detached = await eventually(
         lambda: bundles(live, session), lambda b: b and b[0]["state"] == "active_detached"

@@ -20,7 +20,8 @@ from tests.api.helpers import (
     session_of,
     turns,
 )
-from tests.live import eventually, failpoint_hits
+from tests.live import failpoint_hits
+from tests.processes import eventually
 
 
 async def lost_answer(live, script: str) -> tuple[str, str, dict]:
@@ -34,7 +35,7 @@ async def lost_answer(live, script: str) -> tuple[str, str, dict]:
 
 async def test_a_lost_live_answer_is_re_sent_once_by_the_watchdog(live):
     task, session, _ = await lost_answer(live, "/ask Lost? | yes")
-    await eventually(lambda: live.dispatched(session), lambda p: len(p) == 2, within=20)
+    await eventually(lambda: live.dispatched(session), lambda p: len(p) == 2, within_s=20)
     await idle(live, task, session)
     assert await agent_replies(live, session) == ["Got: Lost?: yes"]
     await asyncio.sleep(1.5)  # another watchdog period: nothing more is sent

@@ -14,7 +14,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from playwright.sync_api import expect
 
 from backend.catalog import WorkspaceView, list_workspaces_with_tasks
 from backend.db.engine import create_engine
+from tests.processes import free_port
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS_DIR = PROJECT_ROOT / "tests" / "artifacts"
@@ -71,12 +71,6 @@ def artifacts_dir() -> Path:
     """Screenshots for a human to look at (git-ignored)."""
     ARTIFACTS_DIR.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS_DIR
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _answers(url: str) -> bool:
@@ -147,7 +141,7 @@ def e2e_database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 def app_url(e2e_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of the app, served in prod mode (UI, websocket and /api on one port)."""
     tmp = tmp_path_factory.mktemp("e2e-app")
-    port = _free_port()
+    port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     log_path = tmp / "reflex.log"
     with log_path.open("wb") as log:

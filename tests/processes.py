@@ -1,0 +1,114 @@
+"""Real processes for tests: free ports, bounded polling, and the mock agent process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+from backend.agentctl import AgentctlClient
+from backend.config import PROJECT_ROOT
+
+T = TypeVar("T")
+
+START_DEADLINE_S = 20.0
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (tiny race accepted: the child binds it at once)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T] | T],
+    check: Callable[[T], bool] = bool,
+    *,
+    within_s: float = 10.0,
+    interval: float = 0.05,
+) -> T:
+    """Poll ``probe`` until ``check`` holds for its value (by default: truthy), or fail after
+    ``within_s`` seconds with the last value: bounded waiting instead of fixed sleeps."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while True:
+        result = probe()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if check(result):  # type: ignore[arg-type]
+            return result  # type: ignore[return-value]
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {within_s}s; last value: {result!r}")
+        await asyncio.sleep(interval)
+
+
+class MockAgentProcess:
+    """``python -m backend.agentctl.mock`` in its own process group, output in a log file."""
+
+    def __init__(self, state_dir: Path, *, env: dict[str, str] | None = None) -> None:
+        self.state_dir = state_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = state_dir.parent / f"{state_dir.name}-{self.port}.log"
+        self._env = {**os.environ, **(env or {})}
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "backend.agentctl.mock",
+                "--port",
+                str(self.port),
+                "--state-dir",
+                str(self.state_dir),
+                cwd=PROJECT_ROOT,
+                env=self._env,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+        async with AgentctlClient(self.url) as client:
+
+            async def ready() -> bool:
+                if self._proc is not None and self._proc.returncode is not None:
+                    raise AssertionError(f"mock agent exited:\n{self.log()}")
+                return await client.health()
+
+            await eventually(ready, within_s=START_DEADLINE_S, interval=0.05)
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    async def kill(self) -> None:
+        """SIGKILL the whole process group: no shutdown code runs (a crash)."""
+        await self._signal(signal.SIGKILL)
+
+    async def stop(self) -> None:
+        await self._signal(signal.SIGTERM, grace_s=10.0)
+
+    async def _signal(self, signum: int, grace_s: float = 10.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signum)
+        try:
+            async with asyncio.timeout(grace_s):
+                await proc.wait()
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
