@@ -23,11 +23,12 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import Receive, Scope, Send
 
+from backend.agentctl.client import PromptRequest
 from backend.agentctl.mock import failpoints
 from backend.agentctl.mock.connection import RAW_SEND_KEY, DropConnection, hold_until_disconnected
 from backend.agentctl.mock.failpoints import FailpointSpecError, PromptFailpoint
 from backend.agentctl.mock.record import PromptRecord, public_view
-from backend.agentctl.mock.runner import PromptJob, Runner
+from backend.agentctl.mock.runner import Runner
 from backend.agentctl.mock.script import DEFAULT_WAIT_S
 from backend.agentctl.protocol import FAILPOINT_PATH, HEALTH_PATH, PROMPTS_PATH
 from backend.clock import utcnow
@@ -108,7 +109,7 @@ def create_mock_app(
             # reports as ambiguous, is the honest one.
             logger.error("could not record prompt %s: %s", body.turn_id, exc)
             return JSONResponse({"error": "record_failed"}, status_code=500)
-        runner.start(PromptJob(**body.model_dump()))
+        runner.start(PromptRequest(**body.model_dump()))
         if action == "accept_then_fail":
             return DropConnection()
         return JSONResponse({"accepted": True}, status_code=202)

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from backend.agentctl.client import PromptRequest
 from backend.agentctl.mock.script import Ask, Fail, Reply, Sleep, parse_script
 from backend.agentctl.protocol import clarifications_path, complete_path, messages_path
 
@@ -32,16 +32,6 @@ logger = logging.getLogger(__name__)
 CALLBACK_TIMEOUT_S = 30.0
 LONG_POLL_MARGIN_S = 30.0
 CONNECT_RETRY_S = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class PromptJob:
-    session_id: str
-    turn_id: str
-    prompt_generation: int
-    content: str
-    callback_url: str
-    answer: dict[str, Any] | None = None
 
 
 class _Superseded(Exception):
@@ -73,7 +63,7 @@ class Runner:
         self._margin_s = long_poll_margin_s
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def start(self, job: PromptJob) -> asyncio.Task[None]:
+    def start(self, job: PromptRequest) -> asyncio.Task[None]:
         task = asyncio.create_task(self._run(job), name=f"prompt {job.turn_id}")
         self._tasks.add(task)  # keep a reference: the loop only holds weak ones
         task.add_done_callback(self._tasks.discard)
@@ -85,7 +75,7 @@ class Runner:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _run(self, job: PromptJob) -> None:
+    async def _run(self, job: PromptRequest) -> None:
         try:
             await self._execute(job)
         except _Superseded:
@@ -99,7 +89,7 @@ class Runner:
         except Exception:
             logger.exception("turn %s crashed", job.turn_id)
 
-    async def _execute(self, job: PromptJob) -> None:
+    async def _execute(self, job: PromptRequest) -> None:
         if job.answer is not None:
             await self._message(job, answer_reply(job.answer))
             await self._complete(job, "completed")
@@ -127,15 +117,15 @@ class Runner:
                     raise _CallbackFailed(f"unknown clarification outcome {kind!r}")
         await self._complete(job, "completed")
 
-    async def _message(self, job: PromptJob, content: str) -> None:
+    async def _message(self, job: PromptRequest, content: str) -> None:
         body = {"turn_id": job.turn_id, "prompt_generation": job.prompt_generation}
         await self._post(job, messages_path(job.session_id), {**body, "content": content})
 
-    async def _complete(self, job: PromptJob, status: str) -> None:
+    async def _complete(self, job: PromptRequest, status: str) -> None:
         body = {"prompt_generation": job.prompt_generation, "status": status}
         await self._post(job, complete_path(job.session_id, job.turn_id), body)
 
-    async def _ask(self, job: PromptJob, ask: Ask) -> dict[str, Any]:
+    async def _ask(self, job: PromptRequest, ask: Ask) -> dict[str, Any]:
         wait = ask.wait_seconds
         body = {
             "turn_id": job.turn_id,
@@ -163,7 +153,7 @@ class Runner:
 
     async def _post(
         self,
-        job: PromptJob,
+        job: PromptRequest,
         path: str,
         body: dict[str, Any],
         *,
