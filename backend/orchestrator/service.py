@@ -285,6 +285,7 @@ class Orchestrator:
         detachment: a first or successor turn admitted meanwhile has a newer generation, so
         the pause's compare-and-set cannot complete it or change its session state.
         """
+        await failpoints.hit("clarification.before_detach")
         await self._detach_and_publish(waiter.session_id, bundle_id=waiter.pending_id)
         await failpoints.hit("clarification.before_pause")
         await bounded(
