@@ -23,6 +23,7 @@ from backend.errors import DomainError
 from backend.events import EventBus, InMemoryEventBus
 from backend.orchestrator.service import Orchestrator, PromptDispatcher
 from backend.projections.revision import RevisionClock
+from backend.recovery import recover
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,10 @@ class Runtime:
         return self._owned_client
 
     async def start(self) -> None:
+        """Recover every crash window, then allocate the projection epoch; only then is the
+        runtime ready (a failure propagates and the server does not start)."""
         failpoints.load_from_env()
+        await recover(self.engine, self.bus)
         clock = await RevisionClock.start(self.engine)
         log.info("backend started with projection epoch %s", clock.epoch)
         self._revisions = clock

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
+from backend import failpoints
 from backend.api.app import create_api
 from backend.db.engine import create_engine
 from backend.projections.revision import allocate_epoch
@@ -50,3 +52,23 @@ async def test_openapi_document_is_served(engine):
     response = await _get(create_api(Runtime(engine)), "/api/v1/openapi.json")
     assert response.status_code == 200
     assert "/api/v1/health" in response.json()["paths"]
+
+
+@pytest.mark.scenario("S35")
+@pytest.mark.parametrize("point", ["recovery.reservations", "recovery.intents", "recovery.replay"])
+async def test_failed_recovery_fails_start_up_before_any_work_is_admitted(engine, point):
+    runtime = Runtime(engine)
+    api = create_api(runtime)
+    failpoints.configure(point, "error", count=1)
+    try:
+        with pytest.raises(failpoints.FailpointError):
+            await runtime.start()
+    finally:
+        failpoints.clear_all()
+    assert not runtime.ready
+    assert (await _get(api, "/api/v1/health")).json() == {"status": "starting"}
+    refused = await _get(api, "/api/v1/task-sessions/any/turns")
+    assert refused.status_code == 503 and refused.json()["error"] == "starting"
+
+    await runtime.start()  # the next start retries recovery and succeeds
+    assert runtime.ready

@@ -1,0 +1,202 @@
+"""Start-up recovery: make every crash window of the respond path safe before serving.
+
+Runs in :meth:`backend.runtime.Runtime.start`, before any prompt is admitted, in the spec's
+order; any failure fails start-up (the next start retries) and leaves the evidence in place:
+
+1. **Reservations.** An unpublished successor that was never attempted and has no message
+   evidence proves the answer was never dispatched: delete it, give the session back to its
+   question, and restore exactly the rows claimed for it. An attempted or evidenced one may
+   have reached the agent: keep it as the current turn, keep its answer terminal, and swap its
+   recovery keys for a start-event outbox marker.
+2. **Delivery intents** left by a response that never reached a handoff: restore the claim to
+   pending while its turn is still current; retire it when the session ended or a newer turn
+   took over (history is never reactivated).
+3. **Outbox replay.** Publish ``turn.started`` (and ``turn.completed`` for a finished turn) for
+   every marked turn; clear each marker only after the bus accepted its events.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from backend import failpoints
+from backend.authority.sql import (
+    DISPATCH_ATTEMPTED,
+    DISPATCH_PENDING,
+    current_turn_id,
+    has_message_evidence,
+    messages,
+    sessions,
+    turns,
+)
+from backend.clarifications import claims
+from backend.db.engine import write_tx
+from backend.db.json import json_flag, json_merge, json_text
+from backend.events import Event, EventBus
+from backend.orchestrator.reservations import (
+    CLAIMED_MESSAGES,
+    PRIVATE_KEYS,
+    SOURCE_PENDING_ID,
+)
+from backend.request_evidence import DELIVERY_INTENT, pending_id
+from backend.vocabulary import TERMINAL_SESSION_STATES, SessionState
+
+log = logging.getLogger(__name__)
+
+#: Turn metadata key: this turn's ``turn.started`` (and maybe ``turn.completed``) must be
+#: (re)published before the marker is cleared.
+START_EVENT_PENDING = "start_event_pending"
+
+
+class RecoveryError(RuntimeError):
+    """Recovery could not prove what to do; start-up must fail and keep the evidence."""
+
+
+async def recover(engine: AsyncEngine, bus: EventBus) -> None:
+    await failpoints.hit("recovery.reservations")
+    async with write_tx(engine) as conn:
+        await _reconcile_reservations(conn)
+    await failpoints.hit("recovery.intents")
+    async with write_tx(engine) as conn:
+        await _reconcile_intents(conn)
+    await failpoints.hit("recovery.replay")
+    await _replay_start_events(engine, bus)
+
+
+def _claimed_ids(turn: Any) -> list[str]:
+    ids = turn.metadata.get(CLAIMED_MESSAGES)
+    if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+        raise RecoveryError(f"reservation {turn.id} has malformed claimed message ids: {ids!r}")
+    return ids
+
+
+async def _reconcile_reservations(conn: AsyncConnection) -> None:
+    reserved = (
+        await conn.execute(
+            select(
+                turns.c.id,
+                turns.c.session_id,
+                turns.c.prompt_generation,
+                turns.c.metadata,
+                json_flag(turns.c.metadata, DISPATCH_ATTEMPTED).label("attempted"),
+                has_message_evidence(turns).label("evidenced"),
+            ).where(json_flag(turns.c.metadata, DISPATCH_PENDING))
+        )
+    ).all()
+    for turn in reserved:
+        ids = _claimed_ids(turn)  # malformed: raise, and the whole transaction rolls back
+        bundle = turn.metadata.get(SOURCE_PENDING_ID)
+        if turn.attempted or turn.evidenced:
+            # Ambiguous: the agent may have the answer. Keep the successor and the answer.
+            marker = {**dict.fromkeys(PRIVATE_KEYS), START_EVENT_PENDING: True}
+            await conn.execute(
+                update(turns)
+                .where(turns.c.id == turn.id)
+                .values(metadata=json_merge(turns.c.metadata, marker))
+            )
+            await _retire_intents(conn, ids)
+            await conn.execute(
+                update(sessions)
+                .where(
+                    sessions.c.id == turn.session_id,
+                    sessions.c.prompt_generation == turn.prompt_generation,
+                    sessions.c.state == SessionState.RUNNING.value,
+                )
+                .values(state=SessionState.IDLE.value)
+            )
+            log.warning("recovery: kept ambiguous successor %s of bundle %s", turn.id, bundle)
+            continue
+        await conn.execute(delete(turns).where(turns.c.id == turn.id))
+        await _restore_rows(conn, ids)
+        await conn.execute(
+            update(sessions)
+            .where(
+                sessions.c.id == turn.session_id,
+                sessions.c.prompt_generation == turn.prompt_generation,
+                sessions.c.state.not_in([s.value for s in TERMINAL_SESSION_STATES]),
+            )
+            .values(state=SessionState.WAITING_FOR_INPUT.value)
+        )
+        log.warning(
+            "recovery: rolled back unattempted reservation %s of bundle %s", turn.id, bundle
+        )
+
+
+async def _held_intents(conn: AsyncConnection, ids: list[str]) -> list[tuple[str, str]]:
+    """``(pending_id, intent_id)`` of the claims still held by any of the rows ``ids``."""
+    intent = json_text(messages.c.metadata, DELIVERY_INTENT)
+    stmt = (
+        select(pending_id(messages), intent)
+        .where(messages.c.id.in_(ids), intent.is_not(None))
+        .distinct()
+    )
+    return [(bundle, held) for bundle, held in await conn.execute(stmt)]
+
+
+async def _restore_rows(conn: AsyncConnection, ids: list[str]) -> None:
+    """Exactly the claimed rows that still hold a claim go back to pending."""
+    for bundle, intent in await _held_intents(conn, ids):
+        await claims.restore(conn, bundle, intent)
+
+
+async def _retire_intents(conn: AsyncConnection, ids: list[str]) -> None:
+    for bundle, intent in await _held_intents(conn, ids):
+        await claims.finalize(conn, bundle, intent)
+
+
+async def _reconcile_intents(conn: AsyncConnection) -> None:
+    """Claims that never reached a handoff: restore while current, retire otherwise."""
+    held = (
+        await conn.execute(
+            select(
+                messages.c.session_id,
+                pending_id(messages).label("bundle"),
+                json_text(messages.c.metadata, DELIVERY_INTENT).label("intent"),
+                messages.c.turn_id,
+                sessions.c.state,
+                current_turn_id(messages.c.session_id).label("current"),
+            )
+            .join(sessions, sessions.c.id == messages.c.session_id)
+            .where(json_text(messages.c.metadata, DELIVERY_INTENT).is_not(None))
+        )
+    ).all()
+    decided: dict[tuple[str, str], bool] = {}
+    for row in held:
+        key = (row.bundle, row.intent)
+        still_current = row.state not in TERMINAL_SESSION_STATES and (
+            not row.turn_id or row.turn_id == row.current
+        )
+        decided[key] = decided.get(key, True) and still_current
+    for (bundle, intent), restore in decided.items():
+        if restore:
+            await claims.restore(conn, bundle, intent)
+            log.warning("recovery: restored unhanded response to %s", bundle)
+        else:
+            await claims.finalize(conn, bundle, intent)
+            log.warning("recovery: retired stale response intent on %s", bundle)
+
+
+async def _replay_start_events(engine: AsyncEngine, bus: EventBus) -> None:
+    async with write_tx(engine) as conn:
+        marked = (
+            await conn.execute(
+                select(turns.c.id, turns.c.session_id, turns.c.completed_at)
+                .where(json_flag(turns.c.metadata, START_EVENT_PENDING))
+                .order_by(turns.c.started_at, turns.c.created_at, turns.c.id)
+            )
+        ).all()
+    for turn in marked:
+        data = {"session_id": turn.session_id, "turn_id": turn.id}
+        await bus.publish(Event("turn.started", data))
+        if turn.completed_at is not None:
+            await bus.publish(Event("turn.completed", {**data, "status": "completed"}))
+        async with write_tx(engine) as conn:
+            await conn.execute(
+                update(turns)
+                .where(turns.c.id == turn.id)
+                .values(metadata=json_merge(turns.c.metadata, {START_EVENT_PENDING: None}))
+            )
