@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-from backend.agentctl import AgentctlClient
+import httpx
+
 from backend.config import PROJECT_ROOT
 
 T = TypeVar("T")
@@ -49,45 +50,58 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
-class MockAgentProcess:
-    """``python -m backend.agentctl.mock`` in its own process group, output in a log file."""
+class ServiceProcess:
+    """A child HTTP service in its own process group, output in a log file; ``kill`` is a
+    SIGKILL of the whole group (a crash), ``stop`` a graceful SIGTERM."""
 
-    def __init__(self, state_dir: Path, *, env: dict[str, str] | None = None) -> None:
-        self.state_dir = state_dir
+    name = "service"
+
+    def __init__(self, log_dir: Path, *, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = state_dir.parent / f"{state_dir.name}-{self.port}.log"
+        self.log_path = log_dir / f"{self.name}-{self.port}.log"
         self._env = {**os.environ, **(env or {})}
         self._proc: asyncio.subprocess.Process | None = None
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    async def healthy(self, client: httpx.AsyncClient) -> bool:
+        raise NotImplementedError
 
     async def start(self) -> None:
         with self.log_path.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "backend.agentctl.mock",
-                "--port",
-                str(self.port),
-                "--state-dir",
-                str(self.state_dir),
+                *self.command(),
                 cwd=PROJECT_ROOT,
                 env=self._env,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
             )
-        async with AgentctlClient(self.url) as client:
+        async with httpx.AsyncClient(base_url=self.url, timeout=2) as client:
 
             async def ready() -> bool:
                 if self._proc is not None and self._proc.returncode is not None:
-                    raise AssertionError(f"mock agent exited:\n{self.log()}")
-                return await client.health()
+                    raise AssertionError(f"{self.name} exited:\n{self.log()}")
+                try:
+                    return await self.healthy(client)
+                except httpx.HTTPError:
+                    return False
 
             await eventually(ready, within_s=START_DEADLINE_S, interval=0.05)
 
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
+
+    async def exited(self) -> int:
+        """Wait for the process to end by itself (e.g. a ``crash`` fault point)."""
+        assert self._proc is not None
+        async with asyncio.timeout(START_DEADLINE_S):
+            code = await self._proc.wait()
+        self._proc = None
+        return code
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -112,3 +126,53 @@ class MockAgentProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
+
+
+class MockAgentProcess(ServiceProcess):
+    """``python -m backend.agentctl.mock`` with its durable record in ``state_dir``."""
+
+    name = "mock-agent"
+
+    def __init__(self, state_dir: Path, *, env: dict[str, str] | None = None) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir = state_dir
+        super().__init__(state_dir.parent, env=env)
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "backend.agentctl.mock",
+            "--port",
+            str(self.port),
+            "--state-dir",
+            str(self.state_dir),
+        ]
+
+    async def healthy(self, client: httpx.AsyncClient) -> bool:
+        return (await client.get("/v1/health")).status_code == 200
+
+
+class BackendProcess(ServiceProcess):
+    """``python -m backend.serve`` (the API without the UI) on a given database."""
+
+    name = "backend"
+
+    def __init__(self, log_dir: Path, database_url: str, agent_url: str, **env: str) -> None:
+        super().__init__(
+            log_dir,
+            env={
+                "KANDEV_DATABASE_URL": database_url,
+                "KANDEV_AGENTCTL_URL": agent_url,
+                "KANDEV_TEST_API": "1",
+                "KANDEV_AGENTCTL_ACK_TIMEOUT_S": "3",
+                **env,
+            },
+        )
+        self._env["KANDEV_PUBLIC_URL"] = self.url
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "backend.serve", "--port", str(self.port)]
+
+    async def healthy(self, client: httpx.AsyncClient) -> bool:
+        return (await client.get("/api/v1/health")).status_code == 200

@@ -340,12 +340,14 @@ class Orchestrator:
             admitted = await admit_prompt(conn, session_id, turn_metadata=metadata, expect=expect)
         try:
             await failpoints.hit("resume.after_reserve")
+            await failpoints.hit("resume.attempt_mark")
             async with write_tx(self.engine) as conn:
                 if not await reservations.mark_attempted(conn, admitted.turn_id):
                     raise RuntimeError("reservation vanished before the attempt mark")
         except Exception as error:
             await self._roll_back(admitted)
             raise ResumeNotAccepted("could not mark the dispatch attempt") from error
+        await failpoints.hit("resume.after_attempt_mark")
         request = PromptRequest(
             session_id=session_id,
             turn_id=admitted.turn_id,
@@ -367,6 +369,7 @@ class Orchestrator:
             )
             raise ResumeAmbiguous(str(error)) from error
         try:
+            await failpoints.hit("resume.before_publish")
             await self._publish_successor(admitted)
         except Exception as error:
             raise ResumeAmbiguous("the agent accepted the answer; publication failed") from error
@@ -401,12 +404,14 @@ class Orchestrator:
     async def _publish_successor(self, admitted: AdmittedTurn) -> None:
         """``turn.started`` first (its payload is recovery-clean), then clear the private
         metadata: a failed publication leaves the marker for start-up recovery."""
+        await failpoints.hit("events.publish")
         await self.bus.publish(
             Event(
                 "turn.started",
                 {"session_id": admitted.session_id, "turn_id": admitted.turn_id},
             )
         )
+        await failpoints.hit("resume.before_clear")
         async with write_tx(self.engine) as conn:
             await reservations.publish(conn, admitted.turn_id)
 

@@ -133,7 +133,7 @@ async def test_a_bad_failpoint_setting_is_refused_in_one_line(tmp_path: Path) ->
     agent = MockAgentProcess(
         tmp_path / "state", env={"KANDEV_MOCK_AGENT_FAILPOINTS": "agentctl.prompt=explode"}
     )
-    with pytest.raises(AssertionError, match="mock agent exited"):
+    with pytest.raises(AssertionError, match="mock-agent exited"):
         await agent.start()
     assert "mock agent: unknown action 'explode'" in agent.log()
     assert "Traceback" not in agent.log()

@@ -1,0 +1,174 @@
+"""Kill the real server (a ``crash`` fault point SIGKILLs it) at each boundary of a detached
+answer, start it again on the same database, and check through HTTP and the mock agent's
+durable record: nothing lost, nothing dispatched twice."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from backend.authority.sql import sessions, turns
+from backend.db.engine import read_tx
+from backend.recovery import START_EVENT_PENDING
+from tests.builders import World
+from tests.processes import BackendProcess, MockAgentProcess, eventually
+
+
+@asynccontextmanager
+async def backend(
+    tmp_path, database_url: str, agent: MockAgentProcess
+) -> AsyncIterator[tuple[BackendProcess, httpx.AsyncClient]]:
+    process = BackendProcess(tmp_path, database_url, agent.url)
+    await process.start()
+    try:
+        async with httpx.AsyncClient(base_url=process.url, timeout=30) as http:
+            yield process, http
+    finally:
+        await process.stop()
+
+
+async def detached_question(http: httpx.AsyncClient, engine) -> tuple[str, dict]:
+    task = await World(engine).task()
+    created = await http.post(
+        f"/api/v1/tasks/{task}/task-sessions",
+        json={"prompt": "/ask Survive a crash? | yes | no\n/disconnect"},
+    )
+    assert created.status_code == 201, created.text
+    session = created.json()["id"]
+
+    async def bundles() -> list[dict]:
+        return (await http.get(f"/api/v1/task-sessions/{session}/clarifications")).json()["bundles"]
+
+    (bundle,) = await eventually(
+        bundles, lambda b: len(b) == 1 and b[0]["state"] == "active_detached"
+    )
+    return session, bundle
+
+
+def answer(bundle: dict) -> dict:
+    question = bundle["questions"][0]
+    return {"answers": [{"message_id": question["message_id"], "option_ids": ["o1"]}]}
+
+
+async def crash_while_answering(http, process: BackendProcess, bundle: dict, point: str) -> None:
+    armed = await http.put(f"/api/v1/_test/failpoints/{point}", json={"action": "crash"})
+    assert armed.status_code == 204
+    with pytest.raises(httpx.HTTPError):
+        await http.post(
+            f"/api/v1/clarification/{bundle['pending_id']}/respond", json=answer(bundle)
+        )
+    assert await process.exited() != 0
+
+
+async def respond(http: httpx.AsyncClient, bundle: dict) -> httpx.Response:
+    return await http.post(
+        f"/api/v1/clarification/{bundle['pending_id']}/respond", json=answer(bundle)
+    )
+
+
+async def dispatched(agent: MockAgentProcess, session: str) -> list[dict]:
+    async with httpx.AsyncClient(base_url=agent.url) as client:
+        prompts = (await client.get("/v1/prompts")).json()["prompts"]
+    return [p for p in prompts if p["session_id"] == session]
+
+
+async def active(http, session: str) -> list[dict]:
+    return (await http.get(f"/api/v1/task-sessions/{session}/clarifications")).json()["bundles"]
+
+
+@pytest.mark.scenario("S21")
+async def test_crash_after_the_claim_restores_the_question(
+    tmp_path, database_url, engine, mock_agent
+):
+    async with backend(tmp_path, database_url, mock_agent) as (process, http):
+        session, bundle = await detached_question(http, engine)
+        await crash_while_answering(http, process, bundle, "respond.after_claim")
+
+    async with backend(tmp_path, database_url, mock_agent) as (_, http):
+        (again,) = await active(http, session)
+        assert again["pending_id"] == bundle["pending_id"]
+        retry = await http.post(
+            f"/api/v1/clarification/{bundle['pending_id']}/respond", json=answer(bundle)
+        )
+        assert retry.json()["outcome"] == "resumed"
+    assert len(await dispatched(mock_agent, session)) == 2  # the prompt and one resume
+
+
+@pytest.mark.scenario("S19")
+async def test_crash_after_reserving_rolls_the_reservation_back(
+    tmp_path, database_url, engine, mock_agent
+):
+    async with backend(tmp_path, database_url, mock_agent) as (process, http):
+        session, bundle = await detached_question(http, engine)
+        await crash_while_answering(http, process, bundle, "resume.after_reserve")
+
+    async with backend(tmp_path, database_url, mock_agent) as (_, http):
+        (again,) = await active(http, session)
+        assert again["pending_id"] == bundle["pending_id"]
+        assert len((await http.get(f"/api/v1/task-sessions/{session}/turns")).json()["turns"]) == 1
+        retry = await http.post(
+            f"/api/v1/clarification/{bundle['pending_id']}/respond", json=answer(bundle)
+        )
+        assert retry.json()["outcome"] == "resumed"
+    assert len(await dispatched(mock_agent, session)) == 2
+
+
+@pytest.mark.scenario("S20")
+async def test_crash_after_the_attempt_mark_keeps_the_answer_terminal(
+    tmp_path, database_url, engine, mock_agent
+):
+    async with backend(tmp_path, database_url, mock_agent) as (process, http):
+        session, bundle = await detached_question(http, engine)
+        await crash_while_answering(http, process, bundle, "resume.after_attempt_mark")
+
+    async with backend(tmp_path, database_url, mock_agent) as (_, http):
+        assert await active(http, session) == []
+        retry = await http.post(
+            f"/api/v1/clarification/{bundle['pending_id']}/respond", json=answer(bundle)
+        )
+        assert (retry.status_code, retry.json()["state"]) == (409, "terminal")
+        turns_now = (await http.get(f"/api/v1/task-sessions/{session}/turns")).json()["turns"]
+        assert len(turns_now) == 2  # the preserved successor is current
+    assert len(await dispatched(mock_agent, session)) == 1  # never sent twice (here: never)
+
+
+@pytest.mark.scenario("S36")
+@pytest.mark.parametrize("point", ["resume.before_publish", "resume.before_clear"])
+async def test_crash_after_acknowledgement_replays_the_start_event(
+    tmp_path, database_url, engine, mock_agent, point
+):
+    async with backend(tmp_path, database_url, mock_agent) as (process, http):
+        session, bundle = await detached_question(http, engine)
+        await crash_while_answering(http, process, bundle, point)
+    assert len(await dispatched(mock_agent, session)) == 2  # the agent took the answer once
+
+    async with backend(tmp_path, database_url, mock_agent) as (_, http):
+        assert await active(http, session) == []
+        retry = await http.post(
+            f"/api/v1/clarification/{bundle['pending_id']}/respond", json=answer(bundle)
+        )
+        assert (retry.status_code, retry.json()["state"]) == (409, "terminal")
+        session_now = (
+            await http.get(f"/api/v1/tasks/{await task_of(engine, session)}/task-sessions")
+        ).json()
+        assert session_now["sessions"][0]["state"] == "IDLE"  # usable again after recovery
+    async with read_tx(engine) as conn:
+        metas = [
+            r.metadata
+            for r in await conn.execute(
+                select(turns.c.metadata).where(turns.c.session_id == session)
+            )
+        ]
+    assert all(START_EVENT_PENDING not in m and "prompt_dispatch_pending" not in m for m in metas)
+    assert len(await dispatched(mock_agent, session)) == 2
+
+
+async def task_of(engine, session: str) -> str:
+    async with read_tx(engine) as conn:
+        return (
+            await conn.execute(select(sessions.c.task_id).where(sessions.c.id == session))
+        ).scalar_one()
