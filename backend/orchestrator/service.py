@@ -392,13 +392,23 @@ class Orchestrator:
             await self.publish_message("session.message.updated", row)
 
     async def _roll_back(self, admitted: AdmittedTurn) -> None:
+        """Undo a reservation the agent certainly did not take. If that cannot be proven done,
+        the reservation stays: the session remains claimed (prompts are refused as busy) and
+        start-up recovery reconciles it; the answer must not be offered again meanwhile."""
+
         async def work() -> bool:
+            await failpoints.hit("resume.rollback")
             async with write_tx(self.engine) as conn:
                 return await reservations.roll_back(
                     conn, admitted.session_id, admitted.turn_id, admitted.prompt_generation
                 )
 
-        if not await bounded(work()):
+        try:
+            rolled_back = await bounded(work())
+        except Exception as error:
+            log.error("rollback of reservation %s failed: %r", admitted.turn_id, error)
+            rolled_back = False
+        if not rolled_back:
             raise ResumeAmbiguous("the reservation could not be rolled back")
 
     async def _publish_successor(self, admitted: AdmittedTurn) -> None:

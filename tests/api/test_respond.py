@@ -310,3 +310,35 @@ async def test_cancellation_after_delivery_won_cannot_preempt_its_confirmation(l
     assert (await responding)[1]["outcome"] == "delivered"
     await idle(live, task, session)
     assert await agent_replies(live, session) == ["Got: Won?: yes"]
+
+
+@pytest.mark.scenario("S17")
+async def test_accepted_resume_whose_publication_fails_stays_terminal_and_is_not_resent(live):
+    _task, session, bundle = await detached_bundle(live, "/ask Publish? | yes")
+    failpoints.configure("events.publish", "error", count=1)
+    status, body = await respond(live, bundle["pending_id"], answer_all(bundle))
+    assert (status, body["retryable"]) == (500, False)
+
+    (row,) = question_rows(await messages(live, session))
+    assert row["metadata"]["status"] == "answered" and "delivery_intent" not in row["metadata"]
+    status, body = await respond(live, bundle["pending_id"], answer_all(bundle))
+    assert (status, body["state"]) == (409, "terminal")
+    await eventually(lambda: agent_replies(live, session), lambda r: r == ["Got: Publish?: yes"])
+    assert len(await live.dispatched(session)) == 2  # accepted once; never rolled back or resent
+
+
+@pytest.mark.scenario("S29")
+async def test_failed_rollback_keeps_the_reservation_and_blocks_prompts(live):
+    _task, session, bundle = await detached_bundle(live, "/ask Roll back? | yes")
+    await live.agent_fault("reject", count=1)
+    failpoints.configure("resume.rollback", "error", count=1)
+    status, body = await respond(live, bundle["pending_id"], answer_all(bundle))
+    assert (status, body["retryable"]) == (500, False)
+
+    blocked = await live.http.post(
+        f"/api/v1/task-sessions/{session}/prompt", json={"content": "let me in"}
+    )
+    assert (blocked.status_code, blocked.json()["error"]) == (409, "session_busy")
+    status, body = await respond(live, bundle["pending_id"], answer_all(bundle))
+    assert status == 409  # the claim is not offered again before restart recovery
+    assert len(await live.dispatched(session)) == 1
