@@ -37,6 +37,7 @@ from backend.clarifications import claims
 from backend.db.engine import write_tx
 from backend.db.json import json_flag, json_merge, json_text
 from backend.events import Event, EventBus
+from backend.orchestrator.admission import set_state_for_generation
 from backend.orchestrator.reservations import (
     CLAIMED_MESSAGES,
     PRIVATE_KEYS,
@@ -99,27 +100,16 @@ async def _reconcile_reservations(conn: AsyncConnection) -> None:
                 .values(metadata=json_merge(turns.c.metadata, marker))
             )
             await _retire_intents(conn, ids)
-            await conn.execute(
-                update(sessions)
-                .where(
-                    sessions.c.id == turn.session_id,
-                    sessions.c.prompt_generation == turn.prompt_generation,
-                    sessions.c.state == SessionState.RUNNING.value,
-                )
-                .values(state=SessionState.IDLE.value)
+            # Nobody will deliver that turn's ready event to this process: free the session.
+            await set_state_for_generation(
+                conn, turn.session_id, turn.prompt_generation, SessionState.IDLE
             )
             log.warning("recovery: kept ambiguous successor %s of bundle %s", turn.id, bundle)
             continue
         await conn.execute(delete(turns).where(turns.c.id == turn.id))
         await _restore_rows(conn, ids)
-        await conn.execute(
-            update(sessions)
-            .where(
-                sessions.c.id == turn.session_id,
-                sessions.c.prompt_generation == turn.prompt_generation,
-                sessions.c.state.not_in([s.value for s in TERMINAL_SESSION_STATES]),
-            )
-            .values(state=SessionState.WAITING_FOR_INPUT.value)
+        await set_state_for_generation(
+            conn, turn.session_id, turn.prompt_generation, SessionState.WAITING_FOR_INPUT
         )
         log.warning(
             "recovery: rolled back unattempted reservation %s of bundle %s", turn.id, bundle

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import sessions, turns
+from backend.authority.sql import TERMINAL_STATES, sessions, turns
 from backend.clock import utcnow
 from backend.errors import Conflict, NotFound, SessionBusy, SessionTerminal
 from backend.ids import new_id
@@ -96,3 +96,21 @@ async def admit_prompt(
         )
     )
     return AdmittedTurn(session_id, task_id, turn_id, int(generation))
+
+
+async def set_state_for_generation(
+    conn: AsyncConnection, session_id: str, generation: int, state: SessionState
+) -> bool:
+    """Set a live session's state only while ``generation`` still owns it: whatever a stale
+    actor (a late ready event, a pause, recovery) wants cannot touch a newer turn's session."""
+    result = await conn.execute(
+        update(sessions)
+        .where(
+            sessions.c.id == session_id,
+            sessions.c.prompt_generation == generation,
+            sessions.c.state.not_in(TERMINAL_STATES),
+        )
+        .values(state=state.value, updated_at=utcnow())
+        .returning(sessions.c.id)
+    )
+    return result.first() is not None

@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import delete, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import DISPATCH_ATTEMPTED, DISPATCH_PENDING, sessions, turns
-from backend.clock import utcnow
+from backend.authority.sql import DISPATCH_ATTEMPTED, DISPATCH_PENDING, turns
 from backend.db.json import json_flag, json_merge
+from backend.orchestrator.admission import set_state_for_generation
 from backend.vocabulary import SessionState
 
 SOURCE_TURN = "prompt_dispatch_source_turn_id"
@@ -72,9 +72,5 @@ async def roll_back(conn: AsyncConnection, session_id: str, turn_id: str, genera
     )
     if deleted.first() is None:
         return False
-    await conn.execute(
-        update(sessions)
-        .where(sessions.c.id == session_id, sessions.c.prompt_generation == generation)
-        .values(state=SessionState.WAITING_FOR_INPUT.value, updated_at=utcnow())
-    )
+    await set_state_for_generation(conn, session_id, generation, SessionState.WAITING_FOR_INPUT)
     return True

@@ -22,7 +22,14 @@ from backend import failpoints
 from backend.agentctl.client import PromptRequest
 from backend.agentctl.errors import PromptDispatchError, PromptNotAcknowledged, PromptRejected
 from backend.authority import session_authority
-from backend.authority.sql import current_turn_id, messages, sessions, tasks, turns
+from backend.authority.sql import (
+    TERMINAL_STATES,
+    current_turn_id,
+    messages,
+    sessions,
+    tasks,
+    turns,
+)
 from backend.clarifications import claims
 from backend.clarifications.store import Question, create_bundle, detach, expire_current_turn
 from backend.clarifications.waiters import LiveWaiter, WaiterOutcome, WaiterRegistry
@@ -32,7 +39,11 @@ from backend.errors import AgentUnavailable, Conflict, NotFound, TurnNotCurrent
 from backend.events import Event, EventBus
 from backend.ids import new_id
 from backend.orchestrator import reservations
-from backend.orchestrator.admission import AdmittedTurn, admit_prompt
+from backend.orchestrator.admission import (
+    AdmittedTurn,
+    admit_prompt,
+    set_state_for_generation,
+)
 from backend.orchestrator.watchdog import AnswerExpectation, PrimaryAnswerWatchdog
 from backend.views import message_view
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction, SessionState
@@ -186,7 +197,7 @@ class Orchestrator:
                     update(sessions)
                     .where(
                         sessions.c.id == session_id,
-                        sessions.c.state.not_in([s.value for s in TERMINAL_SESSION_STATES]),
+                        sessions.c.state.not_in(TERMINAL_STATES),
                     )
                     .values(state=state.value, updated_at=utcnow())
                     .returning(sessions.c.id)
@@ -241,7 +252,7 @@ class Orchestrator:
                 turn_id=turn_id,
                 questions=questions,
             )
-            await self._set_state_for_generation(
+            await set_state_for_generation(
                 conn, session_id, generation, SessionState.WAITING_FOR_INPUT
             )
         waiter = LiveWaiter(bundle_id, session_id, turn_id, generation)
@@ -305,7 +316,7 @@ class Orchestrator:
             async with write_tx(self.engine) as conn:
                 rows = await claims.finalize(conn, waiter.pending_id, outcome.intent_id)
                 if rows:  # the agent goes on with its turn
-                    await self._set_state_for_generation(
+                    await set_state_for_generation(
                         conn, waiter.session_id, waiter.prompt_generation, SessionState.RUNNING
                     )
                 return rows
@@ -456,7 +467,7 @@ class Orchestrator:
             (authority,) = await session_authority(conn, sessions.c.id == session_id)
             waiting = authority.pending_action is PendingAction.CLARIFICATION
             next_state = SessionState.WAITING_FOR_INPUT if waiting else SessionState.IDLE
-            changed = await self._set_state_for_generation(conn, session_id, generation, next_state)
+            changed = await set_state_for_generation(conn, session_id, generation, next_state)
         if changed:
             await self.bus.publish(Event("session.updated", {"session_id": session_id}))
         await self.bus.publish(
@@ -502,21 +513,6 @@ class Orchestrator:
         ):
             raise TurnNotCurrent("that turn is no longer the session's current turn")
         return AdmittedTurn(session_id, task_id, turn_id, generation)
-
-    async def _set_state_for_generation(
-        self, conn: AsyncConnection, session_id: str, generation: int, state: SessionState
-    ) -> bool:
-        result = await conn.execute(
-            update(sessions)
-            .where(
-                sessions.c.id == session_id,
-                sessions.c.prompt_generation == generation,
-                sessions.c.state.not_in([s.value for s in TERMINAL_SESSION_STATES]),
-            )
-            .values(state=state.value, updated_at=utcnow())
-            .returning(sessions.c.id)
-        )
-        return result.first() is not None
 
     async def _insert_message(
         self, conn: AsyncConnection, turn: AdmittedTurn, author: str, content: str

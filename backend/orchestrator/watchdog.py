@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, exists, literal, not_, select
 
 from backend import failpoints
-from backend.authority.sql import current_turn_id, messages, sessions, turns
+from backend.authority.sql import TERMINAL_STATES, current_turn_id, messages, sessions, turns
 from backend.db.engine import read_tx
-from backend.vocabulary import TERMINAL_SESSION_STATES
 
 if TYPE_CHECKING:
     from backend.orchestrator.service import Orchestrator
@@ -52,7 +51,7 @@ class AnswerExpectation:
         return and_(
             sessions.c.id == self.session_id,
             sessions.c.prompt_generation == self.prompt_generation,
-            sessions.c.state.not_in([s.value for s in TERMINAL_SESSION_STATES]),
+            sessions.c.state.not_in(TERMINAL_STATES),
             current_turn_id(literal(self.session_id)) == self.turn_id,
             turn_open,
             not_(agent_spoke),
