@@ -56,6 +56,9 @@ async def test_openapi_document_is_served(engine):
 
 @pytest.mark.scenario("S35")
 @pytest.mark.parametrize("point", ["recovery.reservations", "recovery.intents", "recovery.replay"])
+@pytest.mark.fault(
+    "recovery.*", "error", "start-up fails, health 503 starting, next start recovers"
+)
 async def test_failed_recovery_fails_start_up_before_any_work_is_admitted(engine, point):
     runtime = Runtime(engine)
     api = create_api(runtime)

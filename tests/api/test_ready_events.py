@@ -35,6 +35,9 @@ async def detached_with_open_turn(live, question: str) -> tuple[str, str, dict, 
 
 
 @pytest.mark.scenario("S28")
+@pytest.mark.fault(
+    "resume.after_attempt_mark", "hold", "stale ready event leaves the successor untouched"
+)
 async def test_predecessor_ready_event_cannot_complete_the_reserved_successor(live):
     task, session, bundle, asking = await detached_with_open_turn(live, "Overlap?")
     failpoints.configure("resume.after_attempt_mark", "hold")

@@ -144,6 +144,11 @@ async def test_fifty_concurrent_answers_win_once_and_dispatch_once(live):
 
 @pytest.mark.scenario("S16")
 @pytest.mark.scenario("S34")
+@pytest.mark.fault(
+    "agentctl.prompt",
+    "timeout",
+    "retryable 500, question pending, no superseding turn; retry resumes once",
+)
 async def test_unacknowledged_resume_keeps_the_question_answerable_and_retry_resumes_once(live):
     task, session, bundle = await detached_bundle(live, "/ask Retry me? | yes")
     await live.agent_fault("timeout", count=1)
@@ -167,6 +172,7 @@ async def test_unacknowledged_resume_keeps_the_question_answerable_and_retry_res
     assert await agent_replies(live, session) == ["Got: Retry me?: yes"]
 
 
+@pytest.mark.fault("agentctl.prompt", "reject", "retryable 500, rows restored and published")
 async def test_refused_resume_restores_the_question(live):
     _task, session, bundle = await detached_bundle(live, "/ask Refuse? | yes")
     await live.agent_fault("reject", count=1)
@@ -186,6 +192,9 @@ async def test_refused_resume_restores_the_question(live):
 
 
 @pytest.mark.scenario("S18")
+@pytest.mark.fault(
+    "agentctl.prompt", "accept_then_fail", "non-retryable 500, answer terminal, dispatched once"
+)
 async def test_accepted_then_failed_resume_is_non_retryable_and_stays_terminal(live):
     _task, session, bundle = await detached_bundle(live, "/ask Ambiguous? | yes")
     await live.agent_fault("accept_then_fail", count=1)
@@ -201,6 +210,9 @@ async def test_accepted_then_failed_resume_is_non_retryable_and_stays_terminal(l
 
 
 @pytest.mark.scenario("S22")
+@pytest.mark.fault(
+    "waiter.before_confirm", "hold", "agent sees nothing until confirmation; delivered"
+)
 async def test_live_answer_waits_for_durable_confirmation_before_the_agent_sees_it(live):
     task, session, bundle = await live_bundle(live, "/ask Hold? | yes")
     failpoints.configure("waiter.before_confirm", "hold")
@@ -219,6 +231,11 @@ async def test_live_answer_waits_for_durable_confirmation_before_the_agent_sees_
 
 
 @pytest.mark.scenario("S23")
+@pytest.mark.fault(
+    "waiter.before_confirm",
+    "hold",
+    "restore wins: retryable 500, late confirmation changes nothing",
+)
 async def test_confirmation_outliving_the_responder_loses_cleanly_to_the_restore(live, monkeypatch):
     task, session, bundle = await live_bundle(live, "/ask Slow? | yes")
     monkeypatch.setattr(respond_module, "LIVE_CONFIRM_WAIT_S", 0.5)
@@ -277,6 +294,7 @@ async def test_unknown_bundle_is_404(live):
 
 
 @pytest.mark.scenario("S24")
+@pytest.mark.fault("respond.after_claim", "hold", "waiter gone: detached delivery at once")
 async def test_waiter_cancelled_after_the_claim_falls_back_to_detached_delivery(live):
     task, session, bundle = await live_bundle(live, "/ask Cancel race? | yes")
     failpoints.configure("respond.after_claim", "hold")
@@ -313,6 +331,7 @@ async def test_cancellation_after_delivery_won_cannot_preempt_its_confirmation(l
 
 
 @pytest.mark.scenario("S17")
+@pytest.mark.fault("events.publish", "error", "non-retryable 500, answer terminal, dispatched once")
 async def test_accepted_resume_whose_publication_fails_stays_terminal_and_is_not_resent(live):
     _task, session, bundle = await detached_bundle(live, "/ask Publish? | yes")
     failpoints.configure("events.publish", "error", count=1)
@@ -328,6 +347,7 @@ async def test_accepted_resume_whose_publication_fails_stays_terminal_and_is_not
 
 
 @pytest.mark.scenario("S29")
+@pytest.mark.fault("resume.rollback", "error", "non-retryable 500, session busy until recovery")
 async def test_failed_rollback_keeps_the_reservation_and_blocks_prompts(live):
     _task, session, bundle = await detached_bundle(live, "/ask Roll back? | yes")
     await live.agent_fault("reject", count=1)

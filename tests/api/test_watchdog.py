@@ -33,6 +33,7 @@ async def lost_answer(live, script: str) -> tuple[str, str, dict]:
     return task, session, bundle
 
 
+@pytest.mark.fault("waiter.after_confirm", "error", "watchdog re-sends the answer once")
 async def test_a_lost_live_answer_is_re_sent_once_by_the_watchdog(live):
     task, session, _ = await lost_answer(live, "/ask Lost? | yes")
     await eventually(lambda: live.dispatched(session), lambda p: len(p) == 2, within_s=20)

@@ -81,6 +81,7 @@ async def active(http, session: str) -> list[dict]:
 
 
 @pytest.mark.scenario("S21")
+@pytest.mark.fault("respond.after_claim", "crash", "question pending again; the retry resumes once")
 async def test_crash_after_the_claim_restores_the_question(
     tmp_path, database_url, engine, mock_agent
 ):
@@ -99,6 +100,11 @@ async def test_crash_after_the_claim_restores_the_question(
 
 
 @pytest.mark.scenario("S19")
+@pytest.mark.fault(
+    "resume.after_reserve",
+    "crash",
+    "reservation deleted, claimed rows pending; one resume on retry",
+)
 async def test_crash_after_reserving_rolls_the_reservation_back(
     tmp_path, database_url, engine, mock_agent
 ):
@@ -118,6 +124,9 @@ async def test_crash_after_reserving_rolls_the_reservation_back(
 
 
 @pytest.mark.scenario("S20")
+@pytest.mark.fault(
+    "resume.after_attempt_mark", "crash", "successor kept current, answer terminal, never re-sent"
+)
 async def test_crash_after_the_attempt_mark_keeps_the_answer_terminal(
     tmp_path, database_url, engine, mock_agent
 ):
@@ -137,6 +146,11 @@ async def test_crash_after_the_attempt_mark_keeps_the_answer_terminal(
 
 
 @pytest.mark.scenario("S36")
+@pytest.mark.fault(
+    "resume.before_publish, resume.before_clear",
+    "crash",
+    "dispatched once, answer terminal, start event replayed",
+)
 @pytest.mark.parametrize("point", ["resume.before_publish", "resume.before_clear"])
 async def test_crash_after_acknowledgement_replays_the_start_event(
     tmp_path, database_url, engine, mock_agent, point
