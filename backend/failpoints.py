@@ -68,13 +68,11 @@ def load_from_env(value: str | None = None) -> None:
 
 async def hit(name: str) -> None:
     point = _points.get(name)
-    if point is None:
-        return
+    if point is None or (point.count is not None and point.count <= 0):
+        return  # off, or used up (kept until cleared so a pending hold can be released)
     point.hits += 1
     if point.count is not None:
         point.count -= 1
-        if point.count <= 0:
-            _points.pop(name, None)
     if point.action == "error":
         raise FailpointError(f"fault point {name}")
     if point.action == "delay":
