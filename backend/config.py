@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     primary_answer_watchdog_s: float = 30.0
     #: Test builds only: fault points and the mock agent's record under /api/v1/_test.
     test_api: bool = False
+    #: Requests without a bearer token act as the local user (member of every workspace).
+    single_user: bool = True
     #: Where agents call back: this app's own base URL.
     public_url: str = "http://127.0.0.1:3000"
 

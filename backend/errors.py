@@ -58,3 +58,10 @@ class DeliveryFailed(DomainError):
 
     status = 500
     code = "delivery_failed"
+
+
+class ConvergenceFailed(DeliveryFailed):
+    """The response was restored durably (safe to retry), but publishing it or acknowledging
+    the task summary failed, so some clients may still show the terminal snapshot."""
+
+    code = "convergence_failed"

@@ -174,13 +174,13 @@ async def _replay_start_events(engine: AsyncEngine, bus: EventBus) -> None:
     async with write_tx(engine) as conn:
         marked = (
             await conn.execute(
-                select(turns.c.id, turns.c.session_id, turns.c.completed_at)
+                select(turns.c.id, turns.c.session_id, turns.c.task_id, turns.c.completed_at)
                 .where(json_flag(turns.c.metadata, START_EVENT_PENDING))
                 .order_by(turns.c.started_at, turns.c.created_at, turns.c.id)
             )
         ).all()
     for turn in marked:
-        data = {"session_id": turn.session_id, "turn_id": turn.id}
+        data = {"session_id": turn.session_id, "task_id": turn.task_id, "turn_id": turn.id}
         await bus.publish(Event("turn.started", data))
         if turn.completed_at is not None:
             await bus.publish(Event("turn.completed", {**data, "status": "completed"}))

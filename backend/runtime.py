@@ -1,9 +1,9 @@
 """The backend's per-process runtime: engine, event bus, waiters, orchestrator, readiness.
 
-Start-up work (today: allocating the projection epoch; later: reservation and delivery-intent
-recovery) runs in :meth:`Runtime.lifespan` before any work is admitted. ``ready`` stays false
-until it completes, so ``/api/v1/health`` answers 503 "starting" meanwhile, and a failure
-propagates so the server does not start half-recovered.
+Start-up work (crash recovery, then the projection epoch and the summary projector) runs in
+:meth:`Runtime.lifespan` before any work is admitted. ``ready`` stays false until it completes,
+so ``/api/v1/health`` answers 503 "starting" meanwhile, and a failure propagates so the server
+does not start half-recovered.
 """
 
 from __future__ import annotations
@@ -21,8 +21,11 @@ from backend.clarifications.waiters import WaiterRegistry
 from backend.config import Settings, get_settings
 from backend.errors import DomainError
 from backend.events import EventBus, InMemoryEventBus
+from backend.events.publisher import EventPublisher
 from backend.orchestrator.service import Orchestrator, PromptDispatcher
 from backend.projections.revision import RevisionClock
+from backend.projections.summaries import TaskSummaries
+from backend.projections.summary_projector import SummaryProjector
 from backend.recovery import recover
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,9 @@ class Runtime:
         self.settings = settings
         self.bus: EventBus = bus or InMemoryEventBus()
         self.waiters = WaiterRegistry()
+        self.events = EventPublisher(engine, self.bus, lambda: self.revisions)
+        self.summaries = TaskSummaries(engine, self.bus)
+        self.projector = SummaryProjector(engine, self.bus, self.summaries)
         self._owned_client: AgentctlClient | None = None
         if dispatcher is None:
             self._owned_client = AgentctlClient(
@@ -60,12 +66,14 @@ class Runtime:
         self.orchestrator = Orchestrator(
             engine,
             dispatcher,
-            self.bus,
+            self.events,
             self.waiters,
             callback_url=settings.public_url,
             watchdog_delay_s=settings.primary_answer_watchdog_s,
         )
-        self.responder = Responder(engine, self.waiters, self.orchestrator)
+        self.responder = Responder(
+            engine, self.waiters, self.orchestrator, self.events, self.summaries
+        )
         self._revisions: RevisionClock | None = None
 
     @property
@@ -89,11 +97,13 @@ class Runtime:
         failpoints.load_from_env()
         await recover(self.engine, self.bus)
         clock = await RevisionClock.start(self.engine)
+        await self.projector.start()
         log.info("backend started with projection epoch %s", clock.epoch)
         self._revisions = clock
 
     async def stop(self) -> None:
         self._revisions = None
+        await self.projector.stop()
         await self.orchestrator.watchdog.shutdown()
         if self._owned_client is not None:
             await self._owned_client.aclose()

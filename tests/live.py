@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import httpx
 import uvicorn
+import websockets.asyncio.client
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
@@ -53,6 +54,15 @@ class LiveApi:
                 if count is not None:
                     body["count"] = count
                 (await agent.put("/v1/failpoints/agentctl.prompt", json=body)).raise_for_status()
+
+    def websocket(self, token: str | None = None, **params: str) -> Any:
+        """A WebSocket client on ``/api/v1/events`` (an async context manager)."""
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        query = "&".join(f"{k}={v}" for k, v in params.items())
+        url = (
+            self.url.replace("http://", "ws://") + "/api/v1/events" + (f"?{query}" if query else "")
+        )
+        return websockets.asyncio.client.connect(url, additional_headers=headers, open_timeout=10)
 
     def events_of(self, type_: str) -> list[Event]:
         return [e for e in self.events if e.type == type_]

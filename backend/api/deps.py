@@ -6,6 +6,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from backend.access import Caller, bearer_token, resolve_caller
+from backend.db.engine import read_tx
 from backend.runtime import Runtime
 
 
@@ -16,6 +18,16 @@ def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+async def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
+    """The authenticated caller (401 for a bad token); see :mod:`backend.access`."""
+    token = bearer_token(request.headers.get("authorization"))
+    async with read_tx(runtime.engine) as conn:
+        return await resolve_caller(conn, token, runtime.settings.single_user)
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
 async def client_gone(request: Request) -> None:

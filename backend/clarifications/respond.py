@@ -6,8 +6,11 @@
    stamps a durable delivery intent on exactly the pending rows.
 3. Deliver: a live waiter confirms durably before the agent sees the response; a detached
    answer is dispatched once as a new prompt; a detached Skip is simply finalized.
-4. Publish terminal message updates only after delivery succeeded; restored rows are
-   published too, so every client converges on what the database says.
+4. Publish terminal message updates only after delivery succeeded. Restored rows are
+   published too, and the task summary is refreshed synchronously before the retryable error
+   is reported, so every client converges on what the database says (S39). If either step
+   fails after the restore committed, the error says so but stays retryable: the durable
+   pending state is authoritative and a retry is safe (S40).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from backend.authority.sql import messages
 from backend.clarifications import claims
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
 from backend.db.engine import read_tx, write_tx
-from backend.errors import DeliveryFailed, DomainError, NotActive, NotFound
+from backend.errors import ConvergenceFailed, DeliveryFailed, DomainError, NotActive, NotFound
+from backend.events.publisher import EventPublisher
 from backend.ids import new_id
 from backend.orchestrator.service import (
     Orchestrator,
@@ -34,6 +38,7 @@ from backend.orchestrator.service import (
     ResumeNotAccepted,
     bounded,
 )
+from backend.projections.summaries import TaskSummaries
 from backend.request_evidence import pending_id as pending_id_of
 from backend.vocabulary import MessageType, RequestStatus
 
@@ -57,11 +62,18 @@ class Answer:
 
 class Responder:
     def __init__(
-        self, engine: AsyncEngine, waiters: WaiterRegistry, orchestrator: Orchestrator
+        self,
+        engine: AsyncEngine,
+        waiters: WaiterRegistry,
+        orchestrator: Orchestrator,
+        events: EventPublisher,
+        summaries: TaskSummaries,
     ) -> None:
         self.engine = engine
         self.waiters = waiters
         self.orchestrator = orchestrator
+        self.events = events
+        self.summaries = summaries
 
     async def respond(
         self, pending_id: str, answers: list[Answer] | None, rejected: bool, reason: str | None
@@ -247,12 +259,34 @@ class Responder:
         return await bounded(work())
 
     async def _restore(self, facts: BundleFacts, intent_id: str) -> list[dict[str, Any]]:
+        """Put the claimed rows back to pending, then make clients converge: publish the
+        restored rows and acknowledge the task summary synchronously. Raises
+        :class:`ConvergenceFailed` (still retryable) when either fails after the commit."""
+
         async def work() -> list[dict[str, Any]]:
             async with write_tx(self.engine) as conn:
                 return await claims.restore(conn, facts.pending_id, intent_id)
 
         rows = await bounded(work())
-        await self._publish(rows)
+        if not rows:
+            return rows
+        failures: list[str] = []
+        try:
+            await self._publish(rows)
+        except Exception as error:
+            log.warning("restored rows of %s not published: %r", facts.pending_id, error)
+            failures.append("publication")
+        try:
+            await self.summaries.refresh([facts.task_id])
+        except Exception as error:
+            log.warning("summary of task %s not acknowledged: %r", facts.task_id, error)
+            failures.append("task summary")
+        if failures:
+            raise ConvergenceFailed(
+                f"the question is pending again and the same answer may be sent, but "
+                f"{' and '.join(failures)} failed to converge",
+                retryable=True,
+            )
         return rows
 
     async def _current_rows(self, claimed: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -264,4 +298,4 @@ class Responder:
 
     async def _publish(self, rows: list[dict[str, Any]]) -> None:
         for row in rows:
-            await self.orchestrator.publish_message("session.message.updated", row)
+            await self.events.message("session.message.updated", row)

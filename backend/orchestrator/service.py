@@ -36,7 +36,8 @@ from backend.clarifications.waiters import LiveWaiter, WaiterOutcome, WaiterRegi
 from backend.clock import utcnow
 from backend.db.engine import read_tx, write_tx
 from backend.errors import AgentUnavailable, Conflict, NotFound, TurnNotCurrent
-from backend.events import Event, EventBus
+from backend.events import Event
+from backend.events.publisher import EventPublisher
 from backend.ids import new_id
 from backend.orchestrator import reservations
 from backend.orchestrator.admission import (
@@ -45,7 +46,6 @@ from backend.orchestrator.admission import (
     set_state_for_generation,
 )
 from backend.orchestrator.watchdog import AnswerExpectation, PrimaryAnswerWatchdog
-from backend.views import message_view
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction, SessionState
 
 log = logging.getLogger(__name__)
@@ -99,14 +99,14 @@ class Orchestrator:
         self,
         engine: AsyncEngine,
         dispatcher: PromptDispatcher,
-        bus: EventBus,
+        events: EventPublisher,
         waiters: WaiterRegistry,
         callback_url: str,
         watchdog_delay_s: float = 30.0,
     ) -> None:
         self.engine = engine
         self.dispatcher = dispatcher
-        self.bus = bus
+        self.events = events
         self.waiters = waiters
         self.callback_url = callback_url
         self.watchdog = PrimaryAnswerWatchdog(self, watchdog_delay_s)
@@ -149,7 +149,7 @@ class Orchestrator:
             )
             admitted = await admit_prompt(conn, session_id)
             user_message = await self._insert_message(conn, admitted, "user", prompt)
-        await self.publish_message("session.message.added", user_message)
+        await self._announce_turn(admitted, user_message)
         await self._dispatch(admitted, prompt)
         return await self.session_row(session_id), admitted.turn_id
 
@@ -158,9 +158,14 @@ class Orchestrator:
         async with write_tx(self.engine) as conn:
             admitted = await admit_prompt(conn, session_id)
             user_message = await self._insert_message(conn, admitted, "user", content)
-        await self.publish_message("session.message.added", user_message)
+        await self._announce_turn(admitted, user_message)
         await self._dispatch(admitted, content)
         return admitted.turn_id
+
+    async def _announce_turn(self, admitted: AdmittedTurn, user_message: dict[str, Any]) -> None:
+        """An ordinary turn is public at once: its start, then the prompt that opened it."""
+        await self.events.publish(Event("turn.started", _turn_data(admitted)))
+        await self.events.message("session.message.added", user_message)
 
     async def _dispatch(self, admitted: AdmittedTurn, content: str) -> None:
         request = PromptRequest(
@@ -200,7 +205,7 @@ class Orchestrator:
                         sessions.c.state.not_in(TERMINAL_STATES),
                     )
                     .values(state=state.value, updated_at=utcnow())
-                    .returning(sessions.c.id)
+                    .returning(sessions.c.task_id)
                 )
             ).first()
         if changed is None:
@@ -211,8 +216,10 @@ class Orchestrator:
         expired = await bounded(self._expire(session_id))
         for row in expired:
             self.waiters.resolve(row["metadata"]["pending_id"], WaiterOutcome("expired"))
-            await self.publish_message("session.message.updated", row)
-        await self.bus.publish(Event("session.updated", {"session_id": session_id}))
+            await self.events.message("session.message.updated", row)
+        await self.events.publish(
+            Event("session.updated", {"session_id": session_id, "task_id": changed.task_id})
+        )
         return await self.session_row(session_id)
 
     async def _expire(self, session_id: str) -> list[dict[str, Any]]:
@@ -228,7 +235,7 @@ class Orchestrator:
         async with write_tx(self.engine) as conn:
             admitted = await self._current(conn, session_id, turn_id, generation)
             row = await self._insert_message(conn, admitted, "agent", content)
-        await self.publish_message("session.message.added", row)
+        await self.events.message("session.message.added", row)
         return row
 
     async def agent_clarification(
@@ -258,7 +265,7 @@ class Orchestrator:
         waiter = LiveWaiter(bundle_id, session_id, turn_id, generation)
         self.waiters.register(waiter)
         for row in rows:
-            await self.publish_message("session.message.added", row)
+            await self.events.message("session.message.added", row)
         gone = asyncio.ensure_future(agent_gone)
         try:
             done, _ = await asyncio.wait(
@@ -400,7 +407,7 @@ class Orchestrator:
         rows = await bounded(work())
         self.waiters.resolve(bundle_id, WaiterOutcome("cancelled"))
         for row in rows:
-            await self.publish_message("session.message.updated", row)
+            await self.events.message("session.message.updated", row)
 
     async def _roll_back(self, admitted: AdmittedTurn) -> None:
         """Undo a reservation the agent certainly did not take. If that cannot be proven done,
@@ -426,12 +433,7 @@ class Orchestrator:
         """``turn.started`` first (its payload is recovery-clean), then clear the private
         metadata: a failed publication leaves the marker for start-up recovery."""
         await failpoints.hit("events.publish")
-        await self.bus.publish(
-            Event(
-                "turn.started",
-                {"session_id": admitted.session_id, "turn_id": admitted.turn_id},
-            )
-        )
+        await self.events.publish(Event("turn.started", _turn_data(admitted)))
         await failpoints.hit("resume.before_clear")
         async with write_tx(self.engine) as conn:
             await reservations.publish(conn, admitted.turn_id)
@@ -453,7 +455,7 @@ class Orchestrator:
                         turns.c.completed_at.is_(None),
                     )
                     .values(completed_at=utcnow())
-                    .returning(turns.c.id)
+                    .returning(turns.c.task_id)
                 )
             ).first()
         if completed is None:
@@ -468,12 +470,11 @@ class Orchestrator:
             waiting = authority.pending_action is PendingAction.CLARIFICATION
             next_state = SessionState.WAITING_FOR_INPUT if waiting else SessionState.IDLE
             changed = await set_state_for_generation(conn, session_id, generation, next_state)
+        ids = {"session_id": session_id, "task_id": completed.task_id}
         if changed:
-            await self.bus.publish(Event("session.updated", {"session_id": session_id}))
-        await self.bus.publish(
-            Event(
-                "turn.completed", {"session_id": session_id, "turn_id": turn_id, "status": status}
-            )
+            await self.events.publish(Event("session.updated", ids))
+        await self.events.publish(
+            Event("turn.completed", {**ids, "turn_id": turn_id, "status": status})
         )
         return True
 
@@ -487,7 +488,7 @@ class Orchestrator:
                 return await detach(conn, session_id, bundle_id=bundle_id, turn_id=turn_id)
 
         for row in await bounded(work()):
-            await self.publish_message("session.message.updated", row)
+            await self.events.message("session.message.updated", row)
 
     async def _current(
         self, conn: AsyncConnection, session_id: str, turn_id: str, generation: int
@@ -531,14 +532,7 @@ class Orchestrator:
         await conn.execute(insert(messages).values(**row))
         return row
 
-    async def publish_message(self, event_type: str, row: dict[str, Any]) -> None:
-        await self.bus.publish(
-            Event(
-                event_type,
-                {
-                    "session_id": row["session_id"],
-                    "task_id": row["task_id"],
-                    "message": message_view(row),
-                },
-            )
-        )
+
+def _turn_data(turn: AdmittedTurn) -> dict[str, Any]:
+    """A public turn event's payload: identity only, never private dispatch fields."""
+    return {"session_id": turn.session_id, "task_id": turn.task_id, "turn_id": turn.turn_id}

@@ -1,28 +1,39 @@
-"""Task status summaries: caches of task-level state, repaired on every read that returns them.
+"""Task status summaries: caches of task-level state, repaired from the one repository rule.
 
-A read computes the authoritative ``pending_action`` of its tasks in one statement (the rule),
-compares it with the persisted summaries, and repairs only the stale ones with a
-compare-and-set on ``revision`` (bounded retry, reloading on a lost race). Only
-``pending_action``, ``revision`` and ``updated_at`` are written, so newer unrelated fields
-written concurrently are never overwritten. A summary that cannot be repaired is returned as
-``None`` (and announced invalidated) instead of a stale value.
+Two writers, one mechanism:
+
+* **Reads** (boot, task list, task detail, workflow snapshot) compute the authoritative
+  ``pending_action`` of their tasks in one statement, compare it with the persisted summaries
+  and repair only the stale ones. They write only ``pending_action``, ``revision`` and
+  ``updated_at``, so newer unrelated fields written concurrently survive. A summary that cannot
+  be repaired is returned as ``None`` and announced invalidated instead of a stale value.
+* **Refreshes** (the event-driven projector, and the respond path's synchronous
+  acknowledgement) recompute every derived field: ``pending_action``, ``primary_session_id``
+  and ``session_state``. A refresh that cannot converge raises.
+
+Every write is a compare-and-set on ``revision`` (which only grows), batched: one ``UPDATE``
+per distinct target value over ``(task_id, revision) IN (...)``, so the statement count does not
+grow with the number of tasks. Rows whose compare-and-set lost are reloaded and retried a
+bounded number of times.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import insert, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import select, tuple_, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
 from backend import failpoints
 from backend.authority import task_pending_actions
-from backend.authority.sql import tasks
+from backend.authority.sql import sessions, tasks
 from backend.clock import utcnow
 from backend.db.engine import read_tx, write_tx
 from backend.events import Event, EventBus
@@ -31,8 +42,14 @@ from backend.views import iso
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 summaries = TaskStatusSummary.__table__  # type: ignore[attr-defined]
 MAX_CAS_ATTEMPTS = 3
+#: Rows per batched statement: far below every supported database's bound-parameter limit.
+BATCH = 400
+
+#: The fields a summary derives from the repository (everything but bookkeeping).
+Fields = tuple[tuple[str, str | None], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,99 +70,199 @@ class Summary:
             "updated_at": iso(self.updated_at),
         }
 
+    def agrees_with(self, fields: Fields) -> bool:
+        values = asdict(self)
+        return all(values[name] == value for name, value in fields)
+
 
 class SummaryRepairError(RuntimeError):
     """The compare-and-set kept losing (or failed): the caller must not trust the cache."""
 
 
-async def _load(engine: AsyncEngine, task_ids: list[str]) -> dict[str, Summary]:
-    async with read_tx(engine) as conn:
-        rows = await conn.execute(select(summaries).where(summaries.c.task_id.in_(task_ids)))
-        return {r.task_id: Summary(**r._mapping) for r in rows}
+class TaskSummaries:
+    """The one owner of ``task_status_summaries`` writes."""
 
+    def __init__(self, engine: AsyncEngine, bus: EventBus) -> None:
+        self.engine = engine
+        self.bus = bus
 
-async def repaired_summaries(
-    engine: AsyncEngine, bus: EventBus, tasks_where: ColumnElement[bool]
-) -> dict[str, Summary | None]:
-    """Every matching task's summary, repaired where its ``pending_action`` is stale."""
-    async with read_tx(engine) as conn:
-        task_ids = [r.id for r in await conn.execute(select(tasks.c.id).where(tasks_where))]
-        truth = await task_pending_actions(conn, tasks_where)
-    stored = await _load(engine, task_ids)
-    result: dict[str, Summary | None] = {}
-    for task_id in task_ids:
-        want = truth[task_id].value if task_id in truth else None
-        current = stored.get(task_id)
-        if current is not None and current.pending_action == want:
-            result[task_id] = current
-            continue
-        try:
-            repaired = await _repair(engine, task_id, want, current)
-        except Exception as error:
-            log.warning("summary of task %s not repaired: %r", task_id, error)
-            result[task_id] = None
-            await _announce(bus, Event("task.status_summary.invalidated", {"task_id": task_id}))
-            continue
-        result[task_id] = repaired
-        await _announce(
-            bus,
-            Event(
-                "task.status_summary.updated",
-                {"task_id": task_id, "status_summary": repaired.to_json()},
-            ),
-        )
-    return result
+    # -- reads ---------------------------------------------------------------------------
 
+    async def repaired(self, tasks_where: ColumnElement[bool]) -> dict[str, Summary | None]:
+        """Every matching task's summary, its ``pending_action`` repaired where stale."""
+        async with read_tx(self.engine) as conn:
+            task_ids = [r.id for r in await conn.execute(select(tasks.c.id).where(tasks_where))]
+            truth = await task_pending_actions(conn, tasks_where)
+        wanted = {
+            task_id: (("pending_action", truth[task_id].value if task_id in truth else None),)
+            for task_id in task_ids
+        }
+        converged, failed = await self._converge(wanted)
+        for task_id, stale_revision in failed.items():
+            await self._announce(
+                Event(
+                    "task.status_summary.invalidated",
+                    {"task_id": task_id, "stale_revision": stale_revision},
+                )
+            )
+        return {task_id: converged.get(task_id) for task_id in task_ids}
 
-async def _repair(
-    engine: AsyncEngine, task_id: str, want: str | None, current: Summary | None
-) -> Summary:
-    for _ in range(MAX_CAS_ATTEMPTS):
-        await failpoints.hit("summary.cas")
-        now = utcnow()
-        async with write_tx(engine) as conn:
-            if current is None:
-                try:
-                    async with conn.begin_nested():  # a concurrent insert only undoes this
-                        row = (
-                            await conn.execute(
-                                insert(summaries)
-                                .values(
-                                    task_id=task_id, revision=1, pending_action=want, updated_at=now
-                                )
-                                .returning(*summaries.c)
-                            )
-                        ).first()
-                except IntegrityError:
-                    row = None  # created concurrently: reload and compare-and-set
+    # -- refreshes -----------------------------------------------------------------------
+
+    async def refresh(self, task_ids: Collection[str]) -> dict[str, Summary]:
+        """Recompute every derived field of ``task_ids`` (tasks that no longer exist are
+        skipped). Raises :class:`SummaryRepairError` when any of them did not converge."""
+        if not task_ids:
+            return {}
+        where = tasks.c.id.in_(list(task_ids))
+        async with read_tx(self.engine) as conn:
+            existing = [r.id for r in await conn.execute(select(tasks.c.id).where(where))]
+            truth = await task_pending_actions(conn, where)
+            owners = await _session_owners(conn, existing)
+        wanted: dict[str, Fields] = {}
+        for task_id in existing:
+            action = truth[task_id].value if task_id in truth else None
+            primary, state = owners.get(task_id, (None, None))
+            wanted[task_id] = (
+                ("pending_action", action),
+                ("primary_session_id", primary),
+                ("session_state", state),
+            )
+        converged, failed = await self._converge(wanted)
+        if failed:
+            raise SummaryRepairError(f"summaries of {sorted(failed)} kept changing")
+        return converged
+
+    # -- the compare-and-set -------------------------------------------------------------
+
+    async def _converge(
+        self, wanted: Mapping[str, Fields]
+    ) -> tuple[dict[str, Summary], dict[str, int | None]]:
+        """Make each task's summary agree with ``wanted``; returns the converged summaries
+        and, for those that did not converge, the revision last seen (``None``: none)."""
+        stored = await self._load(wanted.keys())
+        converged: dict[str, Summary] = {}
+        todo: dict[str, Fields] = {}
+        for task_id, fields in wanted.items():
+            current = stored.get(task_id)
+            if current is not None and current.agrees_with(fields):
+                converged[task_id] = current
             else:
-                row = (
-                    await conn.execute(
+                todo[task_id] = fields
+        for _ in range(MAX_CAS_ATTEMPTS):
+            if not todo:
+                break
+            try:
+                await failpoints.hit("summary.cas")
+                written = await self._write(todo, stored)
+            except Exception as error:
+                log.warning("summary compare-and-set failed: %r", error)
+                break
+            for summary in written:
+                converged[summary.task_id] = summary
+                todo.pop(summary.task_id, None)
+                await self._announce(
+                    Event(
+                        "task.status_summary.updated",
+                        {"task_id": summary.task_id, "status_summary": summary.to_json()},
+                    )
+                )
+            if not todo:
+                break
+            stored = await self._load(todo.keys())  # lost races: reload and compare again
+            for task_id in list(todo):
+                current = stored.get(task_id)
+                if current is not None and current.agrees_with(todo[task_id]):
+                    converged[task_id] = current  # someone else already converged it
+                    del todo[task_id]
+        failed = {
+            task_id: (stored[task_id].revision if task_id in stored else None) for task_id in todo
+        }
+        for task_id in todo:
+            log.warning("summary of task %s not repaired", task_id)
+        return converged, failed
+
+    async def _write(
+        self, todo: Mapping[str, Fields], stored: Mapping[str, Summary]
+    ) -> list[Summary]:
+        """One transaction: insert missing rows, compare-and-set existing ones, grouped by
+        target values. Returns only the rows this call wrote."""
+        now = utcnow()
+        missing = [task_id for task_id in todo if task_id not in stored]
+        by_target: dict[Fields, list[tuple[str, int]]] = defaultdict(list)
+        for task_id, fields in todo.items():
+            if task_id in stored:
+                by_target[fields].append((task_id, stored[task_id].revision))
+        written: list[Summary] = []
+        async with write_tx(self.engine) as conn:
+            for chunk in _chunks(missing):
+                written += await self._insert(conn, [(t, todo[t]) for t in chunk], now)
+            for fields, expected in by_target.items():
+                for chunk in _chunks(expected):
+                    stmt = (
                         update(summaries)
-                        .where(
-                            summaries.c.task_id == task_id,
-                            summaries.c.revision == current.revision,
-                        )
-                        .values(
-                            pending_action=want,
-                            revision=summaries.c.revision + 1,
-                            updated_at=now,
-                        )
+                        .where(tuple_(summaries.c.task_id, summaries.c.revision).in_(chunk))
+                        .values(**dict(fields), revision=summaries.c.revision + 1, updated_at=now)
                         .returning(*summaries.c)
                     )
-                ).first()
-        if row is not None:
-            return Summary(**row._mapping)
-        current = (await _load(engine, [task_id])).get(task_id)
-        if current is not None and current.pending_action == want:
-            return current  # someone else already converged it
-    raise SummaryRepairError(f"summary of {task_id} kept changing")
+                    written += [Summary(**r._mapping) for r in await conn.execute(stmt)]
+        return written
+
+    async def _insert(
+        self, conn: AsyncConnection, rows: list[tuple[str, Fields]], now: datetime
+    ) -> list[Summary]:
+        """Create missing summaries at revision 1; a concurrently created row is left alone
+        (the caller reloads it and compares again)."""
+        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+        stmt = (
+            dialect.insert(summaries)
+            .values([{"task_id": t, "revision": 1, "updated_at": now, **dict(f)} for t, f in rows])
+            .on_conflict_do_nothing(index_elements=[summaries.c.task_id])
+            .returning(*summaries.c)
+        )
+        return [Summary(**r._mapping) for r in await conn.execute(stmt)]
+
+    async def _load(self, task_ids: Iterable[str]) -> dict[str, Summary]:
+        ids = list(task_ids)
+        found: dict[str, Summary] = {}
+        async with read_tx(self.engine) as conn:
+            for chunk in _chunks(ids):
+                rows = await conn.execute(select(summaries).where(summaries.c.task_id.in_(chunk)))
+                found.update((r.task_id, Summary(**r._mapping)) for r in rows)
+        return found
+
+    async def _announce(self, event: Event) -> None:
+        """A failed publication does not undo the repair: the response carries the corrected
+        summary and other clients converge on their next read or event."""
+        try:
+            await self.bus.publish(event)
+        except Exception as error:
+            log.warning("could not publish %s: %r", event.type, error)
 
 
-async def _announce(bus: EventBus, event: Event) -> None:
-    """A failed publication does not undo the repair: the response carries the corrected
-    summary and other clients converge on their next read or event."""
-    try:
-        await bus.publish(event)
-    except Exception as error:
-        log.warning("could not publish %s: %r", event.type, error)
+async def _session_owners(
+    conn: AsyncConnection, task_ids: list[str]
+) -> dict[str, tuple[str | None, str | None]]:
+    """Per task: its primary session's id, and the state of that session (or, without a
+    primary session, of its newest one)."""
+    owners: dict[str, tuple[str | None, str | None]] = {}
+    for chunk in _chunks(task_ids):
+        rows = await conn.execute(
+            select(sessions.c.task_id, sessions.c.id, sessions.c.state, sessions.c.is_primary)
+            .where(sessions.c.task_id.in_(chunk))
+            .order_by(
+                sessions.c.task_id,
+                sessions.c.is_primary.desc(),
+                sessions.c.created_at.desc(),
+                sessions.c.id.desc(),
+            )
+        )
+        for row in rows:
+            if row.task_id not in owners:
+                owners[row.task_id] = (row.id if row.is_primary else None, row.state)
+    return owners
+
+
+def _chunks(items: list[T]) -> Iterable[list[T]]:
+    for start in range(0, len(items), BATCH):
+        yield items[start : start + BATCH]

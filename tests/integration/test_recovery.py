@@ -152,8 +152,8 @@ async def test_start_event_replay_is_retried_until_the_bus_accepts(engine):
     bus = RecordingBus()
     await recover(engine, bus)
     started = [e for e in bus.published if e.type == "turn.started"]
-    assert [e.data for e in started] == [
-        {"session_id": crash["session"], "turn_id": crash["successor"]}
+    assert [(e.data["session_id"], e.data["turn_id"]) for e in started] == [
+        (crash["session"], crash["successor"])
     ]
     assert all("prompt_dispatch" not in str(e.data) for e in bus.published)
     bus_again = RecordingBus()

@@ -7,12 +7,14 @@ from typing import Any
 from fastapi import APIRouter, Response
 from sqlalchemy import delete, select
 
+from backend import failpoints
 from backend.api.deps import RuntimeDep
 from backend.api.schemas import CreateSessionBody, PromptBody, SessionStateBody
 from backend.authority import active_bundles, session_authority, visible_turns
 from backend.authority.sql import messages, sessions, tasks
 from backend.db.engine import read_tx, write_tx
 from backend.errors import NotFound
+from backend.projections.revision import ProjectionRevision
 from backend.request_evidence import pending_id
 from backend.runtime import Runtime
 from backend.views import message_view, session_view, turn_view
@@ -21,10 +23,12 @@ from backend.vocabulary import SessionState
 router = APIRouter(prefix="/api/v1")
 
 
-async def _session_views(runtime: Runtime, where: Any) -> list[dict[str, Any]]:
+async def _session_views(
+    runtime: Runtime, where: Any, revision: ProjectionRevision | None = None
+) -> list[dict[str, Any]]:
     """Sessions with their authoritative ``pending_action``, stamped with a revision that is
     reserved before the read (clients drop any result older than one they have)."""
-    revision = runtime.revisions.reserve()
+    revision = revision or runtime.revisions.reserve()
     async with read_tx(runtime.engine) as conn:
         authority = {a.session_id: a for a in await session_authority(conn, where)}
         rows = (
@@ -39,6 +43,19 @@ async def _session_views(runtime: Runtime, where: Any) -> list[dict[str, Any]]:
             session_view(row._mapping, action.value if action else None, revision.to_json())
         )
     return views
+
+
+async def task_session_list(runtime: Runtime, task_id: str) -> list[dict[str, Any]]:
+    """A task's sessions for navigation, REST and WebSocket alike. Any failure of the
+    authoritative projection propagates (500): never a clean-looking list with unknown
+    pending ownership (S44)."""
+    async with read_tx(runtime.engine) as conn:
+        found = (await conn.execute(select(tasks.c.id).where(tasks.c.id == task_id))).first()
+    if found is None:
+        raise NotFound("no such task")
+    revision = runtime.revisions.reserve()
+    await failpoints.hit("sessions.list")  # between the reservation and the read it labels
+    return await _session_views(runtime, sessions.c.task_id == task_id, revision)
 
 
 async def _one_session(runtime: Runtime, session_id: str) -> dict[str, Any]:
@@ -67,11 +84,7 @@ async def create_session(task_id: str, body: CreateSessionBody, runtime: Runtime
 
 @router.get("/tasks/{task_id}/task-sessions")
 async def list_sessions(task_id: str, runtime: RuntimeDep) -> Any:
-    async with read_tx(runtime.engine) as conn:
-        found = (await conn.execute(select(tasks.c.id).where(tasks.c.id == task_id))).first()
-    if found is None:
-        raise NotFound("no such task")
-    return {"sessions": await _session_views(runtime, sessions.c.task_id == task_id)}
+    return {"sessions": await task_session_list(runtime, task_id)}
 
 
 @router.post("/task-sessions/{session_id}/prompt", status_code=202)
@@ -116,7 +129,7 @@ async def delete_message(session_id: str, message_id: str, runtime: RuntimeDep) 
         ).first()
     if deleted is None:
         raise NotFound("no such message")
-    await runtime.orchestrator.publish_message("session.message.deleted", dict(deleted._mapping))
+    await runtime.events.message("session.message.deleted", dict(deleted._mapping))
     return Response(status_code=204)
 
 
