@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from backend.api.routes import agent, clarifications, sessions, tasks, testing
+from backend.api.routes import agent, clarifications, sessions, tasks, testing, workflows
 from backend.errors import DomainError
 from backend.runtime import Runtime
 
@@ -72,6 +72,7 @@ def create_api(runtime: Runtime) -> FastAPI:
         return JSONResponse({"status": "ok", "database": "ok"})
 
     api.include_router(tasks.router)
+    api.include_router(workflows.router)
     api.include_router(sessions.router)
     api.include_router(clarifications.router)
     api.include_router(agent.router)

@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 MAX_PROMPT_CHARS = 64 * 1024
 MAX_QUESTION_CHARS = 16 * 1024
+MAX_TITLE_CHARS = 200
+MAX_DESCRIPTION_CHARS = 64 * 1024
+MAX_ID_CHARS = 64
 
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+#: A title is stripped first, so a blank one is refused as empty.
+Title = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TITLE_CHARS)
+]
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
+
+
+class CreateTaskBody(Body):
+    title: Title
+    description: str = Field(default="", max_length=MAX_DESCRIPTION_CHARS)
+    workspace_id: Id | None = None
+    workflow_id: Id | None = None
+
+
+class MoveTaskBody(Body):
+    workflow_step_id: Id
 
 
 class CreateSessionBody(Body):

@@ -1,7 +1,12 @@
-"""Tasks, the task list and the boot payload; every summary they return is repaired first."""
+"""Tasks, the task list and the boot payload; every summary they return is repaired first.
+
+Creating a task and moving it between workflow steps run the transactions of
+:mod:`backend.workflow` (the move is guarded by the workflow guard).
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter
@@ -9,12 +14,17 @@ from sqlalchemy import select, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from backend.api.deps import RuntimeDep
+from backend.api.schemas import CreateTaskBody, MoveTaskBody
 from backend.authority.sql import tasks
-from backend.db.engine import read_tx
+from backend.db.engine import read_tx, write_tx
 from backend.errors import NotFound
+from backend.events import Event
 from backend.models import Workflow, WorkflowStep, Workspace
-from backend.projections.summaries import repaired_summaries
 from backend.runtime import Runtime
+from backend.workflow import create_task as insert_task
+from backend.workflow import move_task as move_task_tx
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/v1")
 
@@ -24,7 +34,7 @@ _steps = WorkflowStep.__table__  # type: ignore[attr-defined]
 
 
 async def task_views(runtime: Runtime, where: ColumnElement[bool]) -> list[dict[str, Any]]:
-    summaries = await repaired_summaries(runtime.engine, runtime.bus, where)
+    summaries = await runtime.summaries.repaired(where)
     async with read_tx(runtime.engine) as conn:
         rows = (
             await conn.execute(select(tasks).where(where).order_by(tasks.c.created_at, tasks.c.id))
@@ -52,12 +62,63 @@ async def list_tasks(runtime: RuntimeDep, workspace_id: str | None = None) -> An
     return {"tasks": await task_views(runtime, where)}
 
 
-@router.get("/tasks/{task_id}")
-async def get_task(task_id: str, runtime: RuntimeDep) -> Any:
+async def one_task_view(runtime: Runtime, task_id: str) -> dict[str, Any]:
     views = await task_views(runtime, tasks.c.id == task_id)
     if not views:
         raise NotFound("no such task")
     return views[0]
+
+
+async def _announce(runtime: Runtime, event: Event) -> None:
+    """After commit: a failed publication does not undo the committed change (clients
+    converge on their next read), so it is logged, not returned as an error."""
+    try:
+        await runtime.bus.publish(event)
+    except Exception as error:
+        log.warning("could not publish %s: %r", event.type, error)
+
+
+@router.get("/tasks/{task_id}")
+async def get_task(task_id: str, runtime: RuntimeDep) -> Any:
+    return await one_task_view(runtime, task_id)
+
+
+@router.post("/tasks", status_code=201)
+async def create_task(body: CreateTaskBody, runtime: RuntimeDep) -> Any:
+    """A new task in the first step (Backlog) of its workflow. Without ``workflow_id`` the
+    workspace's workflow is used; without ``workspace_id`` the first workspace by name."""
+    async with write_tx(runtime.engine) as conn:
+        row = await insert_task(
+            conn,
+            title=body.title,
+            description=body.description,
+            workspace_id=body.workspace_id,
+            workflow_id=body.workflow_id,
+        )
+    await _announce(
+        runtime, Event("task.created", {"task_id": row["id"], "workspace_id": row["workspace_id"]})
+    )
+    return await one_task_view(runtime, row["id"])
+
+
+@router.post("/tasks/{task_id}/move")
+async def move_task(task_id: str, body: MoveTaskBody, runtime: RuntimeDep) -> Any:
+    """Move the task to another step of its workflow.
+
+    404 unknown task; 400 ``validation`` for a step outside the task's workflow; 200 no-op for
+    the current step; 409 ``clarification_pending`` while a session of the task has an active
+    clarification; 503 ``guard_unavailable`` when that cannot be read (fail closed, nothing
+    moved). The guard and the update share one write transaction
+    (:func:`backend.workflow.move_task`).
+    """
+    async with write_tx(runtime.engine) as conn:
+        result = await move_task_tx(conn, task_id, body.workflow_step_id)
+    if result.moved:
+        await _announce(
+            runtime,
+            Event("task.updated", {"task_id": result.task_id, "workspace_id": result.workspace_id}),
+        )
+    return await one_task_view(runtime, task_id)
 
 
 @router.get("/boot")

@@ -1,0 +1,35 @@
+"""Workflow steps of tasks: creating tasks, moving them between steps, and the workflow guard.
+
+The guard (:mod:`backend.workflow.guard`) is the one place that decides whether a task may
+leave its step; it asks :mod:`backend.authority` (the one repository rule) and never derives
+"is there a pending question" itself. :mod:`backend.workflow.moves` holds the transactions the
+routes (and later the orchestrator's on-turn-complete transitions) run.
+"""
+
+from backend.workflow.guard import (
+    GUARD_FAILPOINT,
+    ClarificationPending,
+    GuardUnavailable,
+    assert_can_leave_step,
+    lock_task_for_move,
+)
+from backend.workflow.moves import (
+    InvalidStep,
+    MoveResult,
+    create_task,
+    move_task,
+    state_for_step,
+)
+
+__all__ = [
+    "GUARD_FAILPOINT",
+    "ClarificationPending",
+    "GuardUnavailable",
+    "InvalidStep",
+    "MoveResult",
+    "assert_can_leave_step",
+    "create_task",
+    "lock_task_for_move",
+    "move_task",
+    "state_for_step",
+]
