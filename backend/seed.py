@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from backend.access import LOCAL_USER_EMAIL, hash_token
 from backend.clock import utcnow
 from backend.db.engine import write_tx
 from backend.ids import new_id
@@ -35,7 +36,9 @@ from backend.models import (
 DEFAULT_STEPS = ("Backlog", "In Progress", "Review", "Done")
 #: The task state that matches each default step, so the demo board reads naturally.
 STEP_TASK_STATES = ("TODO", "IN_PROGRESS", "REVIEW", "DONE")
-LOCAL_USER_EMAIL = "local@kandev.invalid"
+#: Bearer tokens of the demo users, so access control can be tried on a fresh ``run``
+#: (documented in the README; only their hashes are stored, as for every user).
+DEMO_TOKENS = {LOCAL_USER_EMAIL: "kandev-demo-local", "sam@kandev.invalid": "kandev-demo-sam"}
 
 
 def default_workflow(workspace_id: str) -> tuple[Workflow, list[WorkflowStep]]:
@@ -124,6 +127,8 @@ def _demo_rows() -> list[object]:
     b = _Builder()
     local = User(name="Local user", email=LOCAL_USER_EMAIL)
     sam = User(name="Sam Rivera", email="sam@kandev.invalid")
+    for user in (local, sam):
+        user.token_hash = hash_token(DEMO_TOKENS[user.email])
     b.add(local, sam)
 
     acme = Workspace(name="Acme Web")

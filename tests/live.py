@@ -55,9 +55,9 @@ class LiveApi:
                     body["count"] = count
                 (await agent.put("/v1/failpoints/agentctl.prompt", json=body)).raise_for_status()
 
-    def websocket(self, token: str | None = None, **params: str) -> Any:
+    def websocket(self, bearer: str | None = None, **params: str) -> Any:
         """A WebSocket client on ``/api/v1/events`` (an async context manager)."""
-        headers = {"Authorization": f"Bearer {token}"} if token else None
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else None
         query = "&".join(f"{k}={v}" for k, v in params.items())
         url = (
             self.url.replace("http://", "ws://") + "/api/v1/events" + (f"?{query}" if query else "")

@@ -14,7 +14,15 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from backend.api.routes import agent, clarifications, sessions, tasks, testing, workflows
+from backend.api.routes import (
+    agent,
+    clarifications,
+    events,
+    sessions,
+    tasks,
+    testing,
+    workflows,
+)
 from backend.errors import DomainError
 from backend.runtime import Runtime
 
@@ -76,6 +84,7 @@ def create_api(runtime: Runtime) -> FastAPI:
     api.include_router(sessions.router)
     api.include_router(clarifications.router)
     api.include_router(agent.router)
+    api.include_router(events.router)
     if runtime.settings.test_api:
         api.include_router(testing.router)
     return api

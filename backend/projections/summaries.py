@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import select, tuple_, update
+from sqlalchemy import Row, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
@@ -71,8 +71,11 @@ class Summary:
         }
 
     def agrees_with(self, fields: Fields) -> bool:
-        values = asdict(self)
-        return all(values[name] == value for name, value in fields)
+        return all(getattr(self, name) == value for name, value in fields)
+
+
+#: The columns of a summary row in :class:`Summary` field order (for positional building).
+SUMMARY_COLUMNS = tuple(Summary.__dataclass_fields__)
 
 
 class SummaryRepairError(RuntimeError):
@@ -90,14 +93,41 @@ class TaskSummaries:
 
     async def repaired(self, tasks_where: ColumnElement[bool]) -> dict[str, Summary | None]:
         """Every matching task's summary, its ``pending_action`` repaired where stale."""
+        return {row.id: summary for row, summary in await self.repaired_rows(tasks_where)}
+
+    async def repaired_rows(
+        self, tasks_where: ColumnElement[bool], task_columns: Sequence[str] = ("id",)
+    ) -> list[tuple[Row[Any], Summary | None]]:
+        """The matching tasks (``task_columns``, in creation order), each with its summary,
+        repaired where its ``pending_action`` is stale.
+
+        Two statements read everything, whatever the number of tasks: the rule's pending
+        actions, and the task rows joined with their stored summaries.
+        """
+        width = len(task_columns)
         async with read_tx(self.engine) as conn:
-            task_ids = [r.id for r in await conn.execute(select(tasks.c.id).where(tasks_where))]
             truth = await task_pending_actions(conn, tasks_where)
-        wanted = {
-            task_id: (("pending_action", truth[task_id].value if task_id in truth else None),)
-            for task_id in task_ids
-        }
-        converged, failed = await self._converge(wanted)
+            result = await conn.execute(
+                select(
+                    *(tasks.c[name] for name in task_columns),
+                    *(summaries.c[name] for name in SUMMARY_COLUMNS),
+                )
+                .select_from(tasks.outerjoin(summaries, summaries.c.task_id == tasks.c.id))
+                .where(tasks_where)
+                .order_by(tasks.c.created_at, tasks.c.id)
+            )
+            task_rows: list[Row[Any]] = []
+            stored: dict[str, Summary] = {}
+            for row in result:
+                task_rows.append(row)
+                if row[width] is not None:
+                    stored[row[width]] = Summary(*row[width:])
+        at = task_columns.index("id")
+        wanted: dict[str, Fields] = {}
+        for row in task_rows:
+            action = truth.get(row[at])
+            wanted[row[at]] = (("pending_action", action.value if action else None),)
+        converged, failed = await self._converge(wanted, stored)
         for task_id, stale_revision in failed.items():
             await self._announce(
                 Event(
@@ -105,7 +135,7 @@ class TaskSummaries:
                     {"task_id": task_id, "stale_revision": stale_revision},
                 )
             )
-        return {task_id: converged.get(task_id) for task_id in task_ids}
+        return [(row, converged.get(row[at])) for row in task_rows]
 
     # -- refreshes -----------------------------------------------------------------------
 
@@ -128,7 +158,7 @@ class TaskSummaries:
                 ("primary_session_id", primary),
                 ("session_state", state),
             )
-        converged, failed = await self._converge(wanted)
+        converged, failed = await self._converge(wanted, await self._load(wanted.keys()))
         if failed:
             raise SummaryRepairError(f"summaries of {sorted(failed)} kept changing")
         return converged
@@ -136,11 +166,11 @@ class TaskSummaries:
     # -- the compare-and-set -------------------------------------------------------------
 
     async def _converge(
-        self, wanted: Mapping[str, Fields]
+        self, wanted: Mapping[str, Fields], stored: Mapping[str, Summary]
     ) -> tuple[dict[str, Summary], dict[str, int | None]]:
-        """Make each task's summary agree with ``wanted``; returns the converged summaries
-        and, for those that did not converge, the revision last seen (``None``: none)."""
-        stored = await self._load(wanted.keys())
+        """Make each task's summary agree with ``wanted``, starting from ``stored``; returns
+        the converged summaries and, for those that did not converge, the revision last seen
+        (``None``: none)."""
         converged: dict[str, Summary] = {}
         todo: dict[str, Fields] = {}
         for task_id, fields in wanted.items():

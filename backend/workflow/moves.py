@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from backend.access import Caller
 from backend.authority.sql import tasks
 from backend.clock import utcnow
 from backend.errors import Conflict, DomainError, NotFound
@@ -67,27 +68,34 @@ async def _step_state(conn: AsyncConnection, workflow_id: str, step: Any) -> str
 
 
 async def _pick_workflow(
-    conn: AsyncConnection, workspace_id: str | None, workflow_id: str | None
+    conn: AsyncConnection, caller: Caller, workspace_id: str | None, workflow_id: str | None
 ) -> Any:
     """The workflow a new task goes to: the given one, else the workspace's first, else the
-    first workflow of the first workspace by name."""
+    first workflow of the caller's first workspace by name. Workspaces the caller cannot see
+    are treated as missing (404)."""
+    visible = caller.workspace_filter(workspaces.c.id)
     if workflow_id is not None:
         workflow = (
             await conn.execute(select(workflows).where(workflows.c.id == workflow_id))
         ).first()
+        if workflow is not None and not caller.sees_workspace(workflow.workspace_id):
+            workflow = None
         if workflow is None or (workspace_id is not None and workflow.workspace_id != workspace_id):
             raise NotFound("no such workflow" + (" in that workspace" if workflow else ""))
         return workflow
     if workspace_id is None:
         workspace_id = (
             await conn.execute(
-                select(workspaces.c.id).order_by(workspaces.c.name, workspaces.c.id).limit(1)
+                select(workspaces.c.id)
+                .where(visible)
+                .order_by(workspaces.c.name, workspaces.c.id)
+                .limit(1)
             )
         ).scalar_one_or_none()
         if workspace_id is None:
             raise NotFound("there is no workspace to create the task in")
     elif (
-        await conn.execute(select(workspaces.c.id).where(workspaces.c.id == workspace_id))
+        await conn.execute(select(workspaces.c.id).where(workspaces.c.id == workspace_id, visible))
     ).first() is None:
         raise NotFound("no such workspace")
     workflow = (
@@ -105,6 +113,7 @@ async def _pick_workflow(
 
 async def create_task(
     conn: AsyncConnection,
+    caller: Caller,
     *,
     title: str,
     description: str = "",
@@ -112,7 +121,7 @@ async def create_task(
     workflow_id: str | None = None,
 ) -> dict[str, Any]:
     """Insert a task in the first step (lowest position) of its workflow; returns the row."""
-    workflow = await _pick_workflow(conn, workspace_id, workflow_id)
+    workflow = await _pick_workflow(conn, caller, workspace_id, workflow_id)
     first = (
         await conn.execute(
             select(steps)

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from sqlalchemy import select
+from sqlmodel import SQLModel
+
+from backend.db.engine import read_tx
 from tests.builders import World
 from tests.live import LiveApi
 from tests.processes import eventually
@@ -91,3 +97,13 @@ async def live_bundle(live: LiveApi, script: str) -> tuple[str, str, dict]:
     (bundle,) = await eventually(lambda: bundles(live, session), lambda b: len(b) == 1)
     assert bundle["state"] == "active_live"
     return task, session, bundle
+
+
+async def dump(engine) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, in a stable order."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    async with read_tx(engine) as conn:
+        for table in SQLModel.metadata.sorted_tables:
+            rows = await conn.execute(select(table))
+            out[table.name] = sorted((tuple(map(repr, r)) for r in rows), key=repr)
+    return out

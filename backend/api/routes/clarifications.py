@@ -6,22 +6,34 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from backend.api.deps import RuntimeDep
+from backend.access import Caller, visible_bundle
+from backend.api.deps import CallerDep, RuntimeDep
 from backend.api.schemas import RespondBody
 from backend.clarifications.respond import Answer
+from backend.db.engine import read_tx
+from backend.runtime import Runtime
 
 router = APIRouter(prefix="/api/v1/clarification")
 
 
+async def _require_bundle(runtime: Runtime, caller: Caller, pending_id: str) -> None:
+    async with read_tx(runtime.engine) as conn:
+        await visible_bundle(conn, caller, pending_id)
+
+
 @router.post("/{pending_id}/respond")
-async def respond(pending_id: str, body: RespondBody, runtime: RuntimeDep) -> Any:
+async def respond(
+    pending_id: str, body: RespondBody, runtime: RuntimeDep, caller: CallerDep
+) -> Any:
+    await _require_bundle(runtime, caller, pending_id)
     answers = [Answer(a.message_id, tuple(a.option_ids), a.text) for a in body.answers or []]
     outcome = await runtime.responder.respond(pending_id, answers, body.rejected, body.reason)
     return {"pending_id": pending_id, "outcome": outcome}
 
 
 @router.post("/{pending_id}/cancel")
-async def cancel(pending_id: str, runtime: RuntimeDep) -> Any:
+async def cancel(pending_id: str, runtime: RuntimeDep, caller: CallerDep) -> Any:
     """Low-level: cancel a request still held by this process's in-memory waiter store."""
+    await _require_bundle(runtime, caller, pending_id)
     await runtime.orchestrator.cancel_live(pending_id)
     return {"pending_id": pending_id, "outcome": "cancelled"}

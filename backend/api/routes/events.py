@@ -21,7 +21,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from sqlalchemy import select
 
-from backend.access import Caller, Unauthorized, bearer_token, resolve_caller, visible_task
+from backend.access import Caller, Unauthorized, bearer_token, resolve_caller
 from backend.api.routes.sessions import task_session_list
 from backend.authority.sql import sessions, tasks
 from backend.db.engine import read_tx
@@ -141,9 +141,7 @@ async def _answer(runtime: Runtime, caller: Caller, request: Any) -> dict[str, A
     if not isinstance(task_id, str) or not task_id:
         return _error(request_id, 400, "validation", "task_id must be a non-empty string")
     try:
-        async with read_tx(runtime.engine) as conn:
-            await visible_task(conn, caller, task_id)
-        sessions_json = await task_session_list(runtime, task_id)
+        sessions_json = await task_session_list(runtime, caller, task_id)
     except DomainError as error:
         return _error(request_id, error.status, error.code, error.message)
     except Exception as error:

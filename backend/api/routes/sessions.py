@@ -8,10 +8,11 @@ from fastapi import APIRouter, Response
 from sqlalchemy import delete, select
 
 from backend import failpoints
-from backend.api.deps import RuntimeDep
+from backend.access import Caller, visible_session, visible_task
+from backend.api.deps import CallerDep, RuntimeDep
 from backend.api.schemas import CreateSessionBody, PromptBody, SessionStateBody
 from backend.authority import active_bundles, session_authority, visible_turns
-from backend.authority.sql import messages, sessions, tasks
+from backend.authority.sql import messages, sessions
 from backend.db.engine import read_tx, write_tx
 from backend.errors import NotFound
 from backend.projections.revision import ProjectionRevision
@@ -45,14 +46,12 @@ async def _session_views(
     return views
 
 
-async def task_session_list(runtime: Runtime, task_id: str) -> list[dict[str, Any]]:
+async def task_session_list(runtime: Runtime, caller: Caller, task_id: str) -> list[dict[str, Any]]:
     """A task's sessions for navigation, REST and WebSocket alike. Any failure of the
     authoritative projection propagates (500): never a clean-looking list with unknown
     pending ownership (S44)."""
     async with read_tx(runtime.engine) as conn:
-        found = (await conn.execute(select(tasks.c.id).where(tasks.c.id == task_id))).first()
-    if found is None:
-        raise NotFound("no such task")
+        await visible_task(conn, caller, task_id)
     revision = runtime.revisions.reserve()
     await failpoints.hit("sessions.list")  # between the reservation and the read it labels
     return await _session_views(runtime, sessions.c.task_id == task_id, revision)
@@ -65,17 +64,18 @@ async def _one_session(runtime: Runtime, session_id: str) -> dict[str, Any]:
     return views[0]
 
 
-async def _require_session(runtime: Runtime, session_id: str) -> None:
+async def _require_session(runtime: Runtime, caller: Caller, session_id: str) -> None:
+    """404 unless the session exists in a task the caller can see (before any work)."""
     async with read_tx(runtime.engine) as conn:
-        found = (
-            await conn.execute(select(sessions.c.id).where(sessions.c.id == session_id))
-        ).first()
-    if found is None:
-        raise NotFound("no such session")
+        await visible_session(conn, caller, session_id)
 
 
 @router.post("/tasks/{task_id}/task-sessions", status_code=201)
-async def create_session(task_id: str, body: CreateSessionBody, runtime: RuntimeDep) -> Any:
+async def create_session(
+    task_id: str, body: CreateSessionBody, runtime: RuntimeDep, caller: CallerDep
+) -> Any:
+    async with read_tx(runtime.engine) as conn:
+        await visible_task(conn, caller, task_id)
     row, _ = await runtime.orchestrator.create_session(
         task_id, body.prompt, is_primary=body.is_primary, agent_profile=body.agent_profile
     )
@@ -83,31 +83,35 @@ async def create_session(task_id: str, body: CreateSessionBody, runtime: Runtime
 
 
 @router.get("/tasks/{task_id}/task-sessions")
-async def list_sessions(task_id: str, runtime: RuntimeDep) -> Any:
-    return {"sessions": await task_session_list(runtime, task_id)}
+async def list_sessions(task_id: str, runtime: RuntimeDep, caller: CallerDep) -> Any:
+    return {"sessions": await task_session_list(runtime, caller, task_id)}
 
 
 @router.post("/task-sessions/{session_id}/prompt", status_code=202)
-async def prompt(session_id: str, body: PromptBody, runtime: RuntimeDep) -> Any:
+async def prompt(session_id: str, body: PromptBody, runtime: RuntimeDep, caller: CallerDep) -> Any:
+    await _require_session(runtime, caller, session_id)
     return {"turn_id": await runtime.orchestrator.prompt(session_id, body.content)}
 
 
 @router.post("/task-sessions/{session_id}/state")
-async def set_state(session_id: str, body: SessionStateBody, runtime: RuntimeDep) -> Any:
+async def set_state(
+    session_id: str, body: SessionStateBody, runtime: RuntimeDep, caller: CallerDep
+) -> Any:
+    await _require_session(runtime, caller, session_id)
     await runtime.orchestrator.set_state(session_id, SessionState(body.state))
     return await _one_session(runtime, session_id)
 
 
 @router.get("/task-sessions/{session_id}/turns")
-async def list_turns(session_id: str, runtime: RuntimeDep) -> Any:
-    await _require_session(runtime, session_id)
+async def list_turns(session_id: str, runtime: RuntimeDep, caller: CallerDep) -> Any:
+    await _require_session(runtime, caller, session_id)
     async with read_tx(runtime.engine) as conn:
         return {"turns": [turn_view(t) for t in await visible_turns(conn, session_id)]}
 
 
 @router.get("/task-sessions/{session_id}/messages")
-async def list_messages(session_id: str, runtime: RuntimeDep) -> Any:
-    await _require_session(runtime, session_id)
+async def list_messages(session_id: str, runtime: RuntimeDep, caller: CallerDep) -> Any:
+    await _require_session(runtime, caller, session_id)
     async with read_tx(runtime.engine) as conn:
         rows = await conn.execute(
             select(messages)
@@ -118,7 +122,10 @@ async def list_messages(session_id: str, runtime: RuntimeDep) -> Any:
 
 
 @router.delete("/task-sessions/{session_id}/messages/{message_id}", status_code=204)
-async def delete_message(session_id: str, message_id: str, runtime: RuntimeDep) -> Response:
+async def delete_message(
+    session_id: str, message_id: str, runtime: RuntimeDep, caller: CallerDep
+) -> Response:
+    await _require_session(runtime, caller, session_id)
     async with write_tx(runtime.engine) as conn:
         deleted = (
             await conn.execute(
@@ -134,9 +141,9 @@ async def delete_message(session_id: str, message_id: str, runtime: RuntimeDep) 
 
 
 @router.get("/task-sessions/{session_id}/clarifications")
-async def list_clarifications(session_id: str, runtime: RuntimeDep) -> Any:
+async def list_clarifications(session_id: str, runtime: RuntimeDep, caller: CallerDep) -> Any:
     """Only the bundles the rule calls active, with their still-pending questions."""
-    await _require_session(runtime, session_id)
+    await _require_session(runtime, caller, session_id)
     waiters = runtime.waiters
     async with read_tx(runtime.engine) as conn:
         bundles = await active_bundles(conn, session_id)

@@ -10,10 +10,12 @@ import logging
 from typing import Any
 
 from fastapi import APIRouter
-from sqlalchemy import select, true
+from sqlalchemy import and_, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from backend.api.deps import RuntimeDep
+from backend.access import visible_task
+from backend.api.deps import CallerDep, RuntimeDep
+from backend.api.responses import plain_json
 from backend.api.schemas import CreateTaskBody, MoveTaskBody
 from backend.authority.sql import tasks
 from backend.db.engine import read_tx, write_tx
@@ -28,38 +30,32 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/v1")
 
+#: The Task shape of the API contract (plus ``status_summary``), read and nothing more.
+TASK_FIELDS = ("id", "workspace_id", "title", "workflow_id", "workflow_step_id", "state")
+
 _workspaces = Workspace.__table__  # type: ignore[attr-defined]
 _workflows = Workflow.__table__  # type: ignore[attr-defined]
 _steps = WorkflowStep.__table__  # type: ignore[attr-defined]
 
 
 async def task_views(runtime: Runtime, where: ColumnElement[bool]) -> list[dict[str, Any]]:
-    summaries = await runtime.summaries.repaired(where)
-    async with read_tx(runtime.engine) as conn:
-        rows = (
-            await conn.execute(select(tasks).where(where).order_by(tasks.c.created_at, tasks.c.id))
-        ).all()
+    """Tasks in the contract's shape, each with its repaired ``status_summary``."""
     views = []
-    for row in rows:
-        summary = summaries.get(row.id)
-        views.append(
-            {
-                "id": row.id,
-                "workspace_id": row.workspace_id,
-                "title": row.title,
-                "workflow_id": row.workflow_id,
-                "workflow_step_id": row.workflow_step_id,
-                "state": row.state,
-                "status_summary": summary.to_json() if summary is not None else None,
-            }
-        )
+    for row, summary in await runtime.summaries.repaired_rows(where, TASK_FIELDS):
+        view = dict(zip(TASK_FIELDS, row, strict=False))
+        view["status_summary"] = summary.to_json() if summary is not None else None
+        views.append(view)
     return views
 
 
 @router.get("/tasks")
-async def list_tasks(runtime: RuntimeDep, workspace_id: str | None = None) -> Any:
-    where = tasks.c.workspace_id == workspace_id if workspace_id else true()
-    return {"tasks": await task_views(runtime, where)}
+async def list_tasks(
+    runtime: RuntimeDep, caller: CallerDep, workspace_id: str | None = None
+) -> Any:
+    where = caller.task_filter()
+    if workspace_id:
+        where = and_(where, tasks.c.workspace_id == workspace_id)
+    return plain_json({"tasks": await task_views(runtime, where)})
 
 
 async def one_task_view(runtime: Runtime, task_id: str) -> dict[str, Any]:
@@ -73,23 +69,26 @@ async def _announce(runtime: Runtime, event: Event) -> None:
     """After commit: a failed publication does not undo the committed change (clients
     converge on their next read), so it is logged, not returned as an error."""
     try:
-        await runtime.bus.publish(event)
+        await runtime.events.publish(event)
     except Exception as error:
         log.warning("could not publish %s: %r", event.type, error)
 
 
 @router.get("/tasks/{task_id}")
-async def get_task(task_id: str, runtime: RuntimeDep) -> Any:
+async def get_task(task_id: str, runtime: RuntimeDep, caller: CallerDep) -> Any:
+    async with read_tx(runtime.engine) as conn:
+        await visible_task(conn, caller, task_id)
     return await one_task_view(runtime, task_id)
 
 
 @router.post("/tasks", status_code=201)
-async def create_task(body: CreateTaskBody, runtime: RuntimeDep) -> Any:
+async def create_task(body: CreateTaskBody, runtime: RuntimeDep, caller: CallerDep) -> Any:
     """A new task in the first step (Backlog) of its workflow. Without ``workflow_id`` the
     workspace's workflow is used; without ``workspace_id`` the first workspace by name."""
     async with write_tx(runtime.engine) as conn:
         row = await insert_task(
             conn,
+            caller,
             title=body.title,
             description=body.description,
             workspace_id=body.workspace_id,
@@ -102,7 +101,9 @@ async def create_task(body: CreateTaskBody, runtime: RuntimeDep) -> Any:
 
 
 @router.post("/tasks/{task_id}/move")
-async def move_task(task_id: str, body: MoveTaskBody, runtime: RuntimeDep) -> Any:
+async def move_task(
+    task_id: str, body: MoveTaskBody, runtime: RuntimeDep, caller: CallerDep
+) -> Any:
     """Move the task to another step of its workflow.
 
     404 unknown task; 400 ``validation`` for a step outside the task's workflow; 200 no-op for
@@ -112,6 +113,7 @@ async def move_task(task_id: str, body: MoveTaskBody, runtime: RuntimeDep) -> An
     (:func:`backend.workflow.move_task`).
     """
     async with write_tx(runtime.engine) as conn:
+        await visible_task(conn, caller, task_id)
         result = await move_task_tx(conn, task_id, body.workflow_step_id)
     if result.moved:
         await _announce(
@@ -122,27 +124,40 @@ async def move_task(task_id: str, body: MoveTaskBody, runtime: RuntimeDep) -> An
 
 
 @router.get("/boot")
-async def boot(runtime: RuntimeDep) -> Any:
+async def boot(runtime: RuntimeDep, caller: CallerDep) -> Any:
+    """Everything a client needs to start, limited to the caller's workspaces."""
     async with read_tx(runtime.engine) as conn:
-        workspaces = (await conn.execute(select(_workspaces).order_by(_workspaces.c.name))).all()
-        workflows = (await conn.execute(select(_workflows))).all()
+        workspaces = (
+            await conn.execute(
+                select(_workspaces)
+                .where(caller.workspace_filter(_workspaces.c.id))
+                .order_by(_workspaces.c.name)
+            )
+        ).all()
+        workflows = (
+            await conn.execute(
+                select(_workflows).where(caller.workspace_filter(_workflows.c.workspace_id))
+            )
+        ).all()
         steps = (await conn.execute(select(_steps).order_by(_steps.c.position))).all()
-    return {
-        "epoch": str(runtime.revisions.epoch),
-        "user": {"id": "local", "name": "Local user"},
-        "workspaces": [{"id": w.id, "name": w.name} for w in workspaces],
-        "workflows": [
-            {
-                "id": wf.id,
-                "workspace_id": wf.workspace_id,
-                "name": wf.name,
-                "steps": [
-                    {"id": st.id, "name": st.name, "position": st.position}
-                    for st in steps
-                    if st.workflow_id == wf.id
-                ],
-            }
-            for wf in workflows
-        ],
-        "tasks": await task_views(runtime, true()),
-    }
+    return plain_json(
+        {
+            "epoch": str(runtime.revisions.epoch),
+            "user": {"id": caller.user_id, "name": caller.name},
+            "workspaces": [{"id": w.id, "name": w.name} for w in workspaces],
+            "workflows": [
+                {
+                    "id": wf.id,
+                    "workspace_id": wf.workspace_id,
+                    "name": wf.name,
+                    "steps": [
+                        {"id": st.id, "name": st.name, "position": st.position}
+                        for st in steps
+                        if st.workflow_id == wf.id
+                    ],
+                }
+                for wf in workflows
+            ],
+            "tasks": await task_views(runtime, caller.task_filter()),
+        }
+    )

@@ -7,7 +7,9 @@ from typing import Any
 from fastapi import APIRouter
 from sqlalchemy import select
 
-from backend.api.deps import RuntimeDep
+from backend.access import visible_workflow
+from backend.api.deps import CallerDep, RuntimeDep
+from backend.api.responses import plain_json
 from backend.api.routes.tasks import task_views
 from backend.authority.sql import tasks
 from backend.db.engine import read_tx
@@ -21,10 +23,11 @@ _steps = WorkflowStep.__table__  # type: ignore[attr-defined]
 
 
 @router.get("/workflows/{workflow_id}/snapshot")
-async def workflow_snapshot(workflow_id: str, runtime: RuntimeDep) -> Any:
+async def workflow_snapshot(workflow_id: str, runtime: RuntimeDep, caller: CallerDep) -> Any:
     """``{workflow: {id, workspace_id, name}, steps: [{id, name, position, tasks: [Task]}]}``;
     steps by position, tasks in each step by creation time (as the task list orders them)."""
     async with read_tx(runtime.engine) as conn:
+        await visible_workflow(conn, caller, workflow_id)
         workflow = (
             await conn.execute(select(_workflows).where(_workflows.c.id == workflow_id))
         ).first()
@@ -43,19 +46,21 @@ async def workflow_snapshot(workflow_id: str, runtime: RuntimeDep) -> Any:
     by_step: dict[str, list[dict[str, Any]]] = {step.id: [] for step in steps}
     for view in views:
         by_step[view["workflow_step_id"]].append(view)
-    return {
-        "workflow": {
-            "id": workflow.id,
-            "workspace_id": workflow.workspace_id,
-            "name": workflow.name,
-        },
-        "steps": [
-            {
-                "id": step.id,
-                "name": step.name,
-                "position": step.position,
-                "tasks": by_step[step.id],
-            }
-            for step in steps
-        ],
-    }
+    return plain_json(
+        {
+            "workflow": {
+                "id": workflow.id,
+                "workspace_id": workflow.workspace_id,
+                "name": workflow.name,
+            },
+            "steps": [
+                {
+                    "id": step.id,
+                    "name": step.name,
+                    "position": step.position,
+                    "tasks": by_step[step.id],
+                }
+                for step in steps
+            ],
+        }
+    )
