@@ -103,14 +103,17 @@ async def resolve_caller(conn: AsyncConnection, token: str | None, single_user: 
 
 def bearer_token(authorization: str | None, query_token: str | None = None) -> str | None:
     """The token from ``Authorization: Bearer ...`` (or, for WebSockets, ``?token=``)."""
+    token = None
     if authorization:
         scheme, _, value = authorization.partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
             raise Unauthorized("use 'Authorization: Bearer <token>'")
-        return value.strip()
-    if query_token:
-        return query_token
-    return None
+        token = value.strip()
+    elif query_token:
+        token = query_token
+    if token is not None and "\x00" in token:
+        raise Unauthorized("unknown bearer token")
+    return token
 
 
 async def _visible(conn: AsyncConnection, caller: Caller, stmt: Any, what: str) -> Any:

@@ -7,12 +7,14 @@ Errors have one JSON shape, ``{"error": code, "message": text, ...}``; validatio
 from __future__ import annotations
 
 import logging
+from urllib.parse import unquote_to_bytes
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.api.routes import (
     agent,
@@ -33,6 +35,25 @@ def error(status: int, code: str, message: str, **extra: object) -> JSONResponse
     return JSONResponse({"error": code, "message": message, **extra}, status_code=status)
 
 
+class RefuseNulCharacters:
+    """Identifiers and query values never contain NUL, and PostgreSQL text cannot hold it: a
+    request whose path or query carries one is a 400 before any route runs, instead of a
+    database error (500). Bodies are checked by :class:`backend.api.schemas.Body`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (
+            "\x00" in scope.get("path", "")
+            or b"\x00" in unquote_to_bytes(scope.get("query_string", b""))
+        ):
+            response = error(400, "validation", "the URL must not contain NUL characters")
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def create_api(runtime: Runtime) -> FastAPI:
     api = FastAPI(
         title="Kandev API",
@@ -42,6 +63,7 @@ def create_api(runtime: Runtime) -> FastAPI:
         redoc_url=None,
     )
     api.state.runtime = runtime
+    api.add_middleware(RefuseNulCharacters)
 
     @api.exception_handler(DomainError)
     async def domain_error(_: Request, exc: DomainError) -> JSONResponse:

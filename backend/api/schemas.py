@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 MAX_PROMPT_CHARS = 64 * 1024
 MAX_QUESTION_CHARS = 16 * 1024
@@ -15,6 +15,24 @@ MAX_ID_CHARS = 64
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="after")
+    def _no_nul_characters(self) -> Self:
+        """PostgreSQL text cannot hold NUL (``\\x00``), so it is refused here, for every
+        string of every body, instead of failing later as a database error (500)."""
+        if _has_nul(self.model_dump()):
+            raise ValueError("text must not contain NUL (\\x00) characters")
+        return self
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 #: A title is stripped first, so a blank one is refused as empty.
@@ -37,7 +55,8 @@ class MoveTaskBody(Body):
 
 class CreateSessionBody(Body):
     prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
-    agent_profile: str = Field(default="mock", min_length=1, max_length=100)
+    #: The only executor profile this build ships; an unknown one is a 400, not a silent mock.
+    agent_profile: Literal["mock"] = "mock"
     is_primary: bool | None = None
 
 

@@ -47,6 +47,7 @@ from backend.orchestrator.admission import (
 )
 from backend.orchestrator.watchdog import AnswerExpectation, PrimaryAnswerWatchdog
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction, SessionState
+from backend.workflow import ClarificationPending, GuardUnavailable, advance_on_turn_complete
 
 log = logging.getLogger(__name__)
 
@@ -476,7 +477,25 @@ class Orchestrator:
         await self.events.publish(
             Event("turn.completed", {**ids, "turn_id": turn_id, "status": status})
         )
+        if status == "completed":
+            await self._advance_workflow(completed.task_id)
         return True
+
+    async def _advance_workflow(self, task_id: str) -> None:
+        """The on-turn-complete workflow transition, behind the workflow guard: an active
+        question keeps the task in its step, and so does an unreadable guard (fail closed)."""
+        try:
+            async with write_tx(self.engine) as conn:
+                moved = await advance_on_turn_complete(conn, task_id)
+        except ClarificationPending:
+            return
+        except GuardUnavailable as error:
+            log.warning("task %s not advanced: %s", task_id, error.message)
+            return
+        if moved is not None and moved.moved:
+            await self.events.publish(
+                Event("task.updated", {"task_id": task_id, "workspace_id": moved.workspace_id})
+            )
 
     # -- helpers -------------------------------------------------------------------------
 

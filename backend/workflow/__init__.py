@@ -3,7 +3,7 @@
 The guard (:mod:`backend.workflow.guard`) is the one place that decides whether a task may
 leave its step; it asks :mod:`backend.authority` (the one repository rule) and never derives
 "is there a pending question" itself. :mod:`backend.workflow.moves` holds the transactions the
-routes (and later the orchestrator's on-turn-complete transitions) run.
+routes and the orchestrator's on-turn-complete transition run.
 """
 
 from backend.workflow.guard import (
@@ -16,6 +16,7 @@ from backend.workflow.guard import (
 from backend.workflow.moves import (
     InvalidStep,
     MoveResult,
+    advance_on_turn_complete,
     create_task,
     move_task,
     state_for_step,
@@ -27,6 +28,7 @@ __all__ = [
     "GuardUnavailable",
     "InvalidStep",
     "MoveResult",
+    "advance_on_turn_complete",
     "assert_can_leave_step",
     "create_task",
     "lock_task_for_move",

@@ -186,3 +186,34 @@ async def move_task(conn: AsyncConnection, task_id: str, step_id: str) -> MoveRe
         )
     )
     return MoveResult(task.id, task.workspace_id, step.id, moved=True)
+
+
+#: On-turn-complete transition of the default workflow: an agent that finishes its turn while
+#: the task is "In Progress" hands the task to "Review".
+ADVANCE_ON_TURN_COMPLETE = {DEFAULT_STEPS[1]: DEFAULT_STEPS[2]}
+
+
+async def advance_on_turn_complete(conn: AsyncConnection, task_id: str) -> MoveResult | None:
+    """The workflow transition a completed agent turn triggers, through the same lock and
+    guard as a user's move: ``None`` when the task's step has no such transition; raises
+    :class:`~backend.workflow.guard.ClarificationPending` while a question is active and
+    :class:`~backend.workflow.guard.GuardUnavailable` when that cannot be read."""
+    task = await lock_task_for_move(conn, task_id)
+    if task is None:
+        return None
+    current = (
+        await conn.execute(select(steps.c.name).where(steps.c.id == task.workflow_step_id))
+    ).scalar_one_or_none()
+    target_name = ADVANCE_ON_TURN_COMPLETE.get(current or "")
+    if target_name is None:
+        return None
+    target = (
+        await conn.execute(
+            select(steps.c.id).where(
+                steps.c.workflow_id == task.workflow_id, steps.c.name == target_name
+            )
+        )
+    ).scalar_one_or_none()
+    if target is None:
+        return None
+    return await move_task(conn, task_id, target)

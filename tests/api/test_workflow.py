@@ -20,6 +20,7 @@ from backend.workflow import GUARD_FAILPOINT
 from tests.api.helpers import answer_all, bundles, idle, respond
 from tests.builders import T0, World
 from tests.live import failpoint_hits
+from tests.processes import eventually
 
 ASK = "/ask Ship it? | Yes | No"
 
@@ -407,3 +408,54 @@ async def test_snapshot_repairs_stale_summaries(live):
     assert (summary["primary_session_id"], summary["session_state"]) == (session, "IDLE")
     updated = live.events_of("task.status_summary.updated")
     assert [e.data["task_id"] for e in updated] == [task]
+
+
+# -- the on-turn-complete transition ------------------------------------------------------
+
+
+async def in_progress_task(live) -> tuple[Board, str]:
+    b = await board(live.runtime.engine)
+    task = (await create(live, title="working", workspace_id=b.workspace_id))["id"]
+    assert (await move(live, task, b.steps["In Progress"])).status_code == 200
+    return b, task
+
+
+async def run_session(live, task: str, script: str, state: str = "IDLE") -> str:
+    response = await live.http.post(f"/api/v1/tasks/{task}/task-sessions", json={"prompt": script})
+    assert response.status_code == 201, response.text
+    await idle(live, task, response.json()["id"], state=state)
+    return response.json()["id"]
+
+
+async def test_a_completed_turn_hands_an_in_progress_task_to_review(live):
+    b, task = await in_progress_task(live)
+    await run_session(live, task, "/reply done")
+    await eventually(
+        lambda: stored_task(live, task), lambda t: t.workflow_step_id != b.steps["In Progress"]
+    )
+    stored = await stored_task(live, task)
+    assert (stored.workflow_step_id, stored.state) == (b.steps["Review"], "REVIEW")
+    async def events() -> list[dict]:
+        return moved_events(live, task)
+
+    await eventually(events, lambda e: len(e) == 2)  # the user's move, then the agent's
+
+
+async def test_a_completed_turn_outside_in_progress_moves_nothing(live):
+    b = await board(live.runtime.engine)
+    task = (await create(live, title="idle", workspace_id=b.workspace_id))["id"]
+    await run_session(live, task, "/reply done")
+    stored = await stored_task(live, task)
+    assert stored.workflow_step_id == b.steps["Backlog"]
+    assert moved_events(live, task) == []
+
+
+@pytest.mark.scenario("S01")
+async def test_a_detached_question_blocks_the_on_turn_complete_transition(live):
+    b, task = await in_progress_task(live)
+    await run_session(live, task, ASK + "\n/disconnect", state="WAITING_FOR_INPUT")
+    # another session of the task completes a turn: the question keeps the task in its step
+    await run_session(live, task, "/reply finished elsewhere")
+    stored = await stored_task(live, task)
+    assert (stored.workflow_step_id, stored.state) == (b.steps["In Progress"], "IN_PROGRESS")
+    assert len(moved_events(live, task)) == 1  # only the user's move into In Progress

@@ -138,7 +138,7 @@ async def _answer(runtime: Runtime, caller: Caller, request: Any) -> dict[str, A
     if not isinstance(request, dict) or request.get("type") != "task_sessions.list":
         return _error(request_id, 400, "validation", "unknown request type")
     task_id = request.get("task_id")
-    if not isinstance(task_id, str) or not task_id:
+    if not isinstance(task_id, str) or not task_id or "\x00" in task_id:
         return _error(request_id, 400, "validation", "task_id must be a non-empty string")
     try:
         sessions_json = await task_session_list(runtime, caller, task_id)
