@@ -66,9 +66,7 @@ class EventPublisher:
         """``pending_action`` + revision, or nothing when the projection failed."""
         try:
             await failpoints.hit("events.projection")
-            result = await project_sessions(
-                self.engine, self._clock(), sessions.c.id == session_id
-            )
+            result = await project_sessions(self.engine, self._clock(), sessions.c.id == session_id)
         except Exception as error:
             log.warning("projection of session %s failed; omitted: %r", session_id, error)
             return {}
