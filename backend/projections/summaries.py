@@ -19,9 +19,10 @@ bounded number of times.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -39,6 +40,7 @@ from backend.db.engine import read_tx, write_tx
 from backend.events import Event, EventBus
 from backend.models import TaskStatusSummary
 from backend.views import iso
+from backend.vocabulary import PendingAction
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,8 @@ BATCH = 400
 
 #: The fields a summary derives from the repository (everything but bookkeeping).
 Fields = tuple[tuple[str, str | None], ...]
+#: Derives the wanted fields of some tasks inside the caller's read snapshot.
+WantedFields = Callable[[AsyncConnection, list[str]], Awaitable[dict[str, Fields]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,40 +106,53 @@ class TaskSummaries:
         repaired where its ``pending_action`` is stale.
 
         Two statements read everything, whatever the number of tasks: the rule's pending
-        actions, and the task rows joined with their stored summaries.
+        actions and the task rows joined with their stored summaries. They run concurrently
+        (on separate connections), so they may see different moments; they only *nominate*
+        stale summaries. Each nominee is re-read, truth and cache together in one snapshot,
+        before the compare-and-set decides (:meth:`_converge`).
         """
         width = len(task_columns)
-        async with read_tx(self.engine) as conn:
-            truth = await task_pending_actions(conn, tasks_where)
-            result = await conn.execute(
-                select(
-                    *(tasks.c[name] for name in task_columns),
-                    *(summaries.c[name] for name in SUMMARY_COLUMNS),
-                )
-                .select_from(tasks.outerjoin(summaries, summaries.c.task_id == tasks.c.id))
-                .where(tasks_where)
-                .order_by(tasks.c.created_at, tasks.c.id)
-            )
-            task_rows: list[Row[Any]] = []
-            stored: dict[str, Summary] = {}
-            for row in result:
-                task_rows.append(row)
-                if row[width] is not None:
-                    stored[row[width]] = Summary(*row[width:])
         at = task_columns.index("id")
-        wanted: dict[str, Fields] = {}
+
+        async def read_truth() -> dict[str, PendingAction]:
+            async with read_tx(self.engine) as conn:
+                return await task_pending_actions(conn, tasks_where)
+
+        async def read_rows() -> list[Row[Any]]:
+            async with read_tx(self.engine) as conn:
+                result = await conn.execute(
+                    select(
+                        *(tasks.c[name] for name in task_columns),
+                        *(summaries.c[name] for name in SUMMARY_COLUMNS),
+                    )
+                    .select_from(tasks.outerjoin(summaries, summaries.c.task_id == tasks.c.id))
+                    .where(tasks_where)
+                    .order_by(tasks.c.created_at, tasks.c.id)
+                )
+                return list(result)
+
+        truth, task_rows = await asyncio.gather(read_truth(), read_rows())
+        pending_at = width + SUMMARY_COLUMNS.index("pending_action")
+        summaries_of: dict[str, Summary | None] = {}
+        nominees: list[str] = []
         for row in task_rows:
             action = truth.get(row[at])
-            wanted[row[at]] = (("pending_action", action.value if action else None),)
-        converged, failed = await self._converge(wanted, stored)
-        for task_id, stale_revision in failed.items():
-            await self._announce(
-                Event(
-                    "task.status_summary.invalidated",
-                    {"task_id": task_id, "stale_revision": stale_revision},
+            want = action.value if action is not None else None
+            if row[width] is not None and row[pending_at] == want:
+                summaries_of[row[at]] = Summary(*row[width:])
+            else:
+                nominees.append(row[at])
+        if nominees:
+            converged, failed = await self._converge(nominees, _pending_fields)
+            summaries_of.update(converged)
+            for task_id, stale_revision in failed.items():
+                await self._announce(
+                    Event(
+                        "task.status_summary.invalidated",
+                        {"task_id": task_id, "stale_revision": stale_revision},
+                    )
                 )
-            )
-        return [(row, converged.get(row[at])) for row in task_rows]
+        return [(row, summaries_of.get(row[at])) for row in task_rows]
 
     # -- refreshes -----------------------------------------------------------------------
 
@@ -144,21 +161,7 @@ class TaskSummaries:
         skipped). Raises :class:`SummaryRepairError` when any of them did not converge."""
         if not task_ids:
             return {}
-        where = tasks.c.id.in_(list(task_ids))
-        async with read_tx(self.engine) as conn:
-            existing = [r.id for r in await conn.execute(select(tasks.c.id).where(where))]
-            truth = await task_pending_actions(conn, where)
-            owners = await _session_owners(conn, existing)
-        wanted: dict[str, Fields] = {}
-        for task_id in existing:
-            action = truth[task_id].value if task_id in truth else None
-            primary, state = owners.get(task_id, (None, None))
-            wanted[task_id] = (
-                ("pending_action", action),
-                ("primary_session_id", primary),
-                ("session_state", state),
-            )
-        converged, failed = await self._converge(wanted, await self._load(wanted.keys()))
+        converged, failed = await self._converge(list(task_ids), _all_fields)
         if failed:
             raise SummaryRepairError(f"summaries of {sorted(failed)} kept changing")
         return converged
@@ -166,22 +169,33 @@ class TaskSummaries:
     # -- the compare-and-set -------------------------------------------------------------
 
     async def _converge(
-        self, wanted: Mapping[str, Fields], stored: Mapping[str, Summary]
+        self, task_ids: list[str], wanted_of: WantedFields
     ) -> tuple[dict[str, Summary], dict[str, int | None]]:
-        """Make each task's summary agree with ``wanted``, starting from ``stored``; returns
-        the converged summaries and, for those that did not converge, the revision last seen
-        (``None``: none)."""
+        """Make each task's summary agree with what ``wanted_of`` derives from the repository.
+
+        Every attempt reads truth and cache in one snapshot, then compare-and-sets the
+        disagreeing rows on the revision it read; a row whose compare-and-set lost is read
+        again (truth included: the winner may have seen a newer truth than ours), a bounded
+        number of times. Returns the converged summaries and, for those that did not
+        converge, the revision last seen (``None``: no row).
+        """
         converged: dict[str, Summary] = {}
-        todo: dict[str, Fields] = {}
-        for task_id, fields in wanted.items():
-            current = stored.get(task_id)
-            if current is not None and current.agrees_with(fields):
-                converged[task_id] = current
-            else:
-                todo[task_id] = fields
+        last_seen: dict[str, int | None] = {}
+        remaining = task_ids
         for _ in range(MAX_CAS_ATTEMPTS):
+            async with read_tx(self.engine) as conn:
+                wanted = await wanted_of(conn, remaining)
+                stored = await _load(conn, list(wanted))
+            todo: dict[str, Fields] = {}
+            for task_id, fields in wanted.items():
+                current = stored.get(task_id)
+                if current is not None and current.agrees_with(fields):
+                    converged[task_id] = current
+                else:
+                    todo[task_id] = fields
+            last_seen = {t: (stored[t].revision if t in stored else None) for t in todo}
             if not todo:
-                break
+                return converged, {}
             try:
                 await failpoints.hit("summary.cas")
                 written = await self._write(todo, stored)
@@ -190,25 +204,17 @@ class TaskSummaries:
                 break
             for summary in written:
                 converged[summary.task_id] = summary
-                todo.pop(summary.task_id, None)
                 await self._announce(
                     Event(
                         "task.status_summary.updated",
                         {"task_id": summary.task_id, "status_summary": summary.to_json()},
                     )
                 )
-            if not todo:
-                break
-            stored = await self._load(todo.keys())  # lost races: reload and compare again
-            for task_id in list(todo):
-                current = stored.get(task_id)
-                if current is not None and current.agrees_with(todo[task_id]):
-                    converged[task_id] = current  # someone else already converged it
-                    del todo[task_id]
-        failed = {
-            task_id: (stored[task_id].revision if task_id in stored else None) for task_id in todo
-        }
-        for task_id in todo:
+            remaining = [t for t in todo if t not in converged]
+            if not remaining:
+                return converged, {}
+        failed = {t: last_seen.get(t) for t in todo if t not in converged}
+        for task_id in failed:
             log.warning("summary of task %s not repaired", task_id)
         return converged, failed
 
@@ -252,15 +258,6 @@ class TaskSummaries:
         )
         return [Summary(**r._mapping) for r in await conn.execute(stmt)]
 
-    async def _load(self, task_ids: Iterable[str]) -> dict[str, Summary]:
-        ids = list(task_ids)
-        found: dict[str, Summary] = {}
-        async with read_tx(self.engine) as conn:
-            for chunk in _chunks(ids):
-                rows = await conn.execute(select(summaries).where(summaries.c.task_id.in_(chunk)))
-                found.update((r.task_id, Summary(**r._mapping)) for r in rows)
-        return found
-
     async def _announce(self, event: Event) -> None:
         """A failed publication does not undo the repair: the response carries the corrected
         summary and other clients converge on their next read or event."""
@@ -268,6 +265,42 @@ class TaskSummaries:
             await self.bus.publish(event)
         except Exception as error:
             log.warning("could not publish %s: %r", event.type, error)
+
+
+async def _load(conn: AsyncConnection, task_ids: list[str]) -> dict[str, Summary]:
+    found: dict[str, Summary] = {}
+    for chunk in _chunks(task_ids):
+        rows = await conn.execute(
+            select(*(summaries.c[name] for name in SUMMARY_COLUMNS)).where(
+                summaries.c.task_id.in_(chunk)
+            )
+        )
+        found.update((row[0], Summary(*row)) for row in rows)
+    return found
+
+
+async def _pending_fields(conn: AsyncConnection, task_ids: list[str]) -> dict[str, Fields]:
+    """What a read repairs: ``pending_action`` only (other fields belong to refreshes)."""
+    truth = await task_pending_actions(conn, tasks.c.id.in_(task_ids))
+    return {t: (("pending_action", truth[t].value if t in truth else None),) for t in task_ids}
+
+
+async def _all_fields(conn: AsyncConnection, task_ids: list[str]) -> dict[str, Fields]:
+    """Every derived field of the tasks that (still) exist."""
+    where = tasks.c.id.in_(task_ids)
+    existing = [r.id for r in await conn.execute(select(tasks.c.id).where(where))]
+    truth = await task_pending_actions(conn, where)
+    owners = await _session_owners(conn, existing)
+    wanted: dict[str, Fields] = {}
+    for task_id in existing:
+        action = truth[task_id].value if task_id in truth else None
+        primary, state = owners.get(task_id, (None, None))
+        wanted[task_id] = (
+            ("pending_action", action),
+            ("primary_session_id", primary),
+            ("session_state", state),
+        )
+    return wanted
 
 
 async def _session_owners(
