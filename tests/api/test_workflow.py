@@ -435,6 +435,7 @@ async def test_a_completed_turn_hands_an_in_progress_task_to_review(live):
     )
     stored = await stored_task(live, task)
     assert (stored.workflow_step_id, stored.state) == (b.steps["Review"], "REVIEW")
+
     async def events() -> list[dict]:
         return moved_events(live, task)
 
