@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import pytest
@@ -460,3 +461,29 @@ async def test_a_detached_question_blocks_the_on_turn_complete_transition(live):
     stored = await stored_task(live, task)
     assert (stored.workflow_step_id, stored.state) == (b.steps["In Progress"], "IN_PROGRESS")
     assert len(moved_events(live, task)) == 1  # only the user's move into In Progress
+
+
+async def test_a_move_and_a_new_question_serialize_through_the_database(live):
+    """The guard's verdict holds until the move commits: a prompt that would bring a new
+    question cannot be admitted between the guard's read and the move's update."""
+    b, task, session = await task_with_session(live, "/reply ready")
+    await idle(live, task, session)
+    failpoints.configure(GUARD_FAILPOINT, "hold", count=1)
+    moving = asyncio.create_task(move(live, task, b.steps["In Progress"]))
+    await eventually(lambda: failpoint_hits(GUARD_FAILPOINT), lambda n: n >= 1)
+    prompting = asyncio.create_task(
+        live.http.post(
+            f"/api/v1/task-sessions/{session}/prompt",
+            json={"content": ASK + "\n/disconnect"},
+        )
+    )
+    done, _ = await asyncio.wait({prompting}, timeout=0.5)
+    assert not done, "a prompt was admitted while the move held its guard verdict"
+    failpoints.clear(GUARD_FAILPOINT)
+    assert (await moving).status_code == 200
+    assert (await prompting).status_code == 202
+    await idle(live, task, session, state="WAITING_FOR_INPUT")
+    # the question arrived after the move: it now blocks the next one
+    await assert_blocked(live, task, b.steps["Review"], session)
+    stored = await stored_task(live, task)
+    assert stored.workflow_step_id == b.steps["In Progress"]
