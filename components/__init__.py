@@ -1,5 +1,1 @@
-"""UI pieces: functions returning ``rx.Component``."""
-
-from components.task_list import task_row, workspace_card, workspace_list
-
-__all__ = ["task_row", "workspace_card", "workspace_list"]
+"""Kandev's UI components (Reflex); state lives in :mod:`state`."""

@@ -1,5 +1,2 @@
-"""Reflex State classes: what the browser sees and does."""
-
-from state.workspace import TaskItem, WorkspaceItem, WorkspaceState
-
-__all__ = ["TaskItem", "WorkspaceItem", "WorkspaceState"]
+"""UI state: the Reflex state classes (``app_state``) and the framework-free logic they run
+(``activation``, ``ui_models``)."""

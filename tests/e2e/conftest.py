@@ -2,8 +2,10 @@
 
 One app server per test session, on its own SQLite database (migrated and seeded by the
 project's CLI) and its own Reflex build directory, so a ``scripts/run`` instance in the same
-checkout is neither rebuilt nor disturbed. The browser is the system Chromium (Playwright's own
-download needs the open internet); without it these tests are skipped, or fail under CI=true.
+checkout is neither rebuilt nor disturbed. The mock agent (agentctl stand-in) runs beside it, so
+sessions, questions and answers work end to end; the test API is on (fault points, the agent's
+prompt record). The browser is the system Chromium (Playwright's own download needs the open
+internet); without it these tests are skipped, or fail under CI=true.
 """
 
 from __future__ import annotations
@@ -16,18 +18,22 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from playwright.sync_api import expect
 
 from backend.catalog import WorkspaceView, list_workspaces_with_tasks
 from backend.db.engine import create_engine
-from tests.processes import free_port
+from tests.processes import MockAgentProcess, free_port
+
+T = TypeVar("T")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS_DIR = PROJECT_ROOT / "tests" / "artifacts"
@@ -81,9 +87,45 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _server_env(tmp: Path, database_url: str) -> dict[str, str]:
+class _LoopThread:
+    """An event loop on its own thread for async helpers (the mock agent process) that must
+    outlive one call: Playwright's sync API owns the main thread's loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def run(self, work: Coroutine[Any, Any, T], timeout: float = 60) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self.loop.close()
+
+
+@pytest.fixture(scope="session")
+def mock_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockAgentProcess]:
+    """The mock agent process the app dispatches prompts to (stopped with its group)."""
+    loop = _LoopThread()
+    agent = MockAgentProcess(tmp_path_factory.mktemp("e2e-agent") / "state")
+    try:
+        loop.run(agent.start())
+        yield agent
+    finally:
+        with contextlib.suppress(Exception):
+            loop.run(agent.stop())
+        loop.close()
+
+
+def _server_env(tmp: Path, database_url: str, agent_url: str, public_url: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
+        KANDEV_AGENTCTL_URL=agent_url,
+        KANDEV_PUBLIC_URL=public_url,
+        KANDEV_TEST_API="1",
+        KANDEV_AGENTCTL_ACK_TIMEOUT_S="5",
         KANDEV_DATABASE_URL=database_url,
         REFLEX_WEB_WORKDIR=str(tmp / "web"),
         REFLEX_STATES_WORKDIR=str(tmp / "states"),
@@ -138,7 +180,11 @@ def e2e_database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="session")
-def app_url(e2e_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def app_url(
+    e2e_database_url: str,
+    mock_agent: MockAgentProcess,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
     """The base URL of the app, served in prod mode (UI, websocket and /api on one port)."""
     tmp = tmp_path_factory.mktemp("e2e-app")
     port = free_port()
@@ -153,7 +199,7 @@ def app_url(e2e_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> 
                 *("--backend-host", "127.0.0.1"),
             ],
             cwd=PROJECT_ROOT,
-            env=_server_env(tmp, e2e_database_url),
+            env=_server_env(tmp, e2e_database_url, mock_agent.url, base_url),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

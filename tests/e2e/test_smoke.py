@@ -1,4 +1,5 @@
-"""The index page lists every workspace with its tasks, on a desktop and on a phone."""
+"""The index page lists every task by workflow step, on a desktop (sidebar) and on a phone (the
+same list full width), with the question icon exactly where the repository rule puts it."""
 
 from __future__ import annotations
 
@@ -22,13 +23,13 @@ PHONE = {
 
 
 def _expect_workspaces_shown(page: Page, workspaces: list[WorkspaceView]) -> None:
+    sidebar = page.locator("#sidebar")
     for workspace in workspaces:
-        section = page.locator(f"#workspace-{workspace.id}")
-        expect(section.get_by_role("heading", name=workspace.name)).to_be_visible()
         for task in workspace.tasks:
+            section = sidebar.get_by_role("region", name=task.step_name)
             row = section.locator(f"#task-row-{task.id}")
-            expect(row).to_contain_text(task.title)
-            expect(row).to_contain_text(task.step_name)
+            expect(row).to_have_accessible_name(task.title)
+            expect(row).to_contain_text(workspace.name)
             question = row.get_by_role("img", name="Pending question")
             expect(question).to_have_count(1 if task.pending_action else 0)
 

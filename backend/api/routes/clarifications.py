@@ -21,13 +21,28 @@ async def _require_bundle(runtime: Runtime, caller: Caller, pending_id: str) -> 
         await visible_bundle(conn, caller, pending_id)
 
 
+async def respond_to_bundle(
+    runtime: Runtime,
+    caller: Caller,
+    pending_id: str,
+    answers: list[Answer],
+    rejected: bool,
+    reason: str | None = None,
+) -> str:
+    """Answer or Skip a visible bundle (REST and UI); returns the outcome. Raises the
+    responder's errors: ``NotActive`` (409), ``DeliveryFailed`` (500, ``retryable``), 400s."""
+    await _require_bundle(runtime, caller, pending_id)
+    return await runtime.responder.respond(pending_id, answers, rejected, reason)
+
+
 @router.post("/{pending_id}/respond")
 async def respond(
     pending_id: str, body: RespondBody, runtime: RuntimeDep, caller: CallerDep
 ) -> Any:
-    await _require_bundle(runtime, caller, pending_id)
     answers = [Answer(a.message_id, tuple(a.option_ids), a.text) for a in body.answers or []]
-    outcome = await runtime.responder.respond(pending_id, answers, body.rejected, body.reason)
+    outcome = await respond_to_bundle(
+        runtime, caller, pending_id, answers, body.rejected, body.reason
+    )
     return {"pending_id": pending_id, "outcome": outcome}
 
 

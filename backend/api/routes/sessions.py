@@ -11,12 +11,12 @@ from backend import failpoints
 from backend.access import Caller, visible_session, visible_task
 from backend.api.deps import CallerDep, RuntimeDep
 from backend.api.schemas import CreateSessionBody, PromptBody, SessionStateBody
-from backend.authority import active_bundles, session_authority, visible_turns
+from backend.authority import session_authority, visible_turns
 from backend.authority.sql import messages, sessions
+from backend.clarifications.views import active_bundle_views
 from backend.db.engine import read_tx, write_tx
 from backend.errors import NotFound
 from backend.projections.revision import ProjectionRevision
-from backend.request_evidence import pending_id
 from backend.runtime import Runtime
 from backend.views import message_view, session_view, turn_view
 from backend.vocabulary import SessionState
@@ -70,16 +70,64 @@ async def _require_session(runtime: Runtime, caller: Caller, session_id: str) ->
         await visible_session(conn, caller, session_id)
 
 
+async def start_session(
+    runtime: Runtime,
+    caller: Caller,
+    task_id: str,
+    prompt: str,
+    *,
+    is_primary: bool | None = None,
+    agent_profile: str = "mock",
+) -> dict[str, Any]:
+    """Create a session of a visible task and start its first turn (REST and UI)."""
+    async with read_tx(runtime.engine) as conn:
+        await visible_task(conn, caller, task_id)
+    row, _ = await runtime.orchestrator.create_session(
+        task_id, prompt, is_primary=is_primary, agent_profile=agent_profile
+    )
+    return await _one_session(runtime, row["id"])
+
+
+async def prompt_session(runtime: Runtime, caller: Caller, session_id: str, content: str) -> str:
+    """Start a newer turn of a visible session; returns its turn id (REST and UI)."""
+    await _require_session(runtime, caller, session_id)
+    return await runtime.orchestrator.prompt(session_id, content)
+
+
+async def session_messages(
+    runtime: Runtime, caller: Caller, session_id: str
+) -> list[dict[str, Any]]:
+    """A visible session's transcript in order (REST and UI)."""
+    await _require_session(runtime, caller, session_id)
+    async with read_tx(runtime.engine) as conn:
+        rows = await conn.execute(
+            select(messages)
+            .where(messages.c.session_id == session_id)
+            .order_by(messages.c.created_at, messages.c.id)
+        )
+        return [message_view(r._mapping) for r in rows]
+
+
+async def session_clarifications(
+    runtime: Runtime, caller: Caller, session_id: str
+) -> list[dict[str, Any]]:
+    """A visible session's active bundles, by the one repository rule (REST and UI)."""
+    await _require_session(runtime, caller, session_id)
+    return await active_bundle_views(runtime.engine, runtime.waiters, session_id)
+
+
 @router.post("/tasks/{task_id}/task-sessions", status_code=201)
 async def create_session(
     task_id: str, body: CreateSessionBody, runtime: RuntimeDep, caller: CallerDep
 ) -> Any:
-    async with read_tx(runtime.engine) as conn:
-        await visible_task(conn, caller, task_id)
-    row, _ = await runtime.orchestrator.create_session(
-        task_id, body.prompt, is_primary=body.is_primary, agent_profile=body.agent_profile
+    return await start_session(
+        runtime,
+        caller,
+        task_id,
+        body.prompt,
+        is_primary=body.is_primary,
+        agent_profile=body.agent_profile,
     )
-    return await _one_session(runtime, row["id"])
 
 
 @router.get("/tasks/{task_id}/task-sessions")
@@ -89,8 +137,7 @@ async def list_sessions(task_id: str, runtime: RuntimeDep, caller: CallerDep) ->
 
 @router.post("/task-sessions/{session_id}/prompt", status_code=202)
 async def prompt(session_id: str, body: PromptBody, runtime: RuntimeDep, caller: CallerDep) -> Any:
-    await _require_session(runtime, caller, session_id)
-    return {"turn_id": await runtime.orchestrator.prompt(session_id, body.content)}
+    return {"turn_id": await prompt_session(runtime, caller, session_id, body.content)}
 
 
 @router.post("/task-sessions/{session_id}/state")
@@ -111,14 +158,7 @@ async def list_turns(session_id: str, runtime: RuntimeDep, caller: CallerDep) ->
 
 @router.get("/task-sessions/{session_id}/messages")
 async def list_messages(session_id: str, runtime: RuntimeDep, caller: CallerDep) -> Any:
-    await _require_session(runtime, caller, session_id)
-    async with read_tx(runtime.engine) as conn:
-        rows = await conn.execute(
-            select(messages)
-            .where(messages.c.session_id == session_id)
-            .order_by(messages.c.created_at, messages.c.id)
-        )
-        return {"messages": [message_view(r._mapping) for r in rows]}
+    return {"messages": await session_messages(runtime, caller, session_id)}
 
 
 @router.delete("/task-sessions/{session_id}/messages/{message_id}", status_code=204)
@@ -143,39 +183,4 @@ async def delete_message(
 @router.get("/task-sessions/{session_id}/clarifications")
 async def list_clarifications(session_id: str, runtime: RuntimeDep, caller: CallerDep) -> Any:
     """Only the bundles the rule calls active, with their still-pending questions."""
-    await _require_session(runtime, caller, session_id)
-    waiters = runtime.waiters
-    async with read_tx(runtime.engine) as conn:
-        bundles = await active_bundles(conn, session_id)
-        ids = [b.pending_id for b in bundles]
-        rows = (
-            await conn.execute(
-                select(messages)
-                .where(messages.c.session_id == session_id, pending_id(messages).in_(ids))
-                .order_by(messages.c.created_at, messages.c.id)
-            )
-        ).all()
-    questions: dict[str, list[dict[str, Any]]] = {pid: [] for pid in ids}
-    for row in rows:
-        meta = row.metadata
-        if meta.get("status", "pending") != "pending":
-            continue
-        questions[meta["pending_id"]].append(
-            {
-                "message_id": row.id,
-                "question": meta.get("question", row.content),
-                "options": meta.get("options", []),
-            }
-        )
-    return {
-        "bundles": [
-            {
-                "pending_id": b.pending_id,
-                "session_id": b.session_id,
-                "turn_id": b.turn_id,
-                "state": "active_live" if waiters.has_waiter(b.pending_id) else "active_detached",
-                "questions": questions[b.pending_id],
-            }
-            for b in bundles
-        ]
-    }
+    return {"bundles": await session_clarifications(runtime, caller, session_id)}

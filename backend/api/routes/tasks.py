@@ -13,7 +13,7 @@ from fastapi import APIRouter
 from sqlalchemy import and_, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from backend.access import visible_task
+from backend.access import Caller, visible_task
 from backend.api.deps import CallerDep, RuntimeDep
 from backend.api.responses import plain_json
 from backend.api.schemas import CreateTaskBody, MoveTaskBody
@@ -81,23 +81,58 @@ async def get_task(task_id: str, runtime: RuntimeDep, caller: CallerDep) -> Any:
     return await one_task_view(runtime, task_id)
 
 
-@router.post("/tasks", status_code=201)
-async def create_task(body: CreateTaskBody, runtime: RuntimeDep, caller: CallerDep) -> Any:
-    """A new task in the first step (Backlog) of its workflow. Without ``workflow_id`` the
-    workspace's workflow is used; without ``workspace_id`` the first workspace by name."""
+async def add_task(
+    runtime: Runtime,
+    caller: Caller,
+    *,
+    title: str,
+    description: str = "",
+    workspace_id: str | None = None,
+    workflow_id: str | None = None,
+) -> dict[str, Any]:
+    """Create a task in the first step of its workflow and announce it (REST and UI)."""
     async with write_tx(runtime.engine) as conn:
         row = await insert_task(
             conn,
             caller,
-            title=body.title,
-            description=body.description,
-            workspace_id=body.workspace_id,
-            workflow_id=body.workflow_id,
+            title=title,
+            description=description,
+            workspace_id=workspace_id,
+            workflow_id=workflow_id,
         )
     await _announce(
         runtime, Event("task.created", {"task_id": row["id"], "workspace_id": row["workspace_id"]})
     )
     return await one_task_view(runtime, row["id"])
+
+
+async def move_visible_task(
+    runtime: Runtime, caller: Caller, task_id: str, workflow_step_id: str
+) -> dict[str, Any]:
+    """Move a visible task through the workflow guard and announce it (REST and UI)."""
+    async with write_tx(runtime.engine) as conn:
+        await visible_task(conn, caller, task_id)
+        result = await move_task_tx(conn, task_id, workflow_step_id)
+    if result.moved:
+        await _announce(
+            runtime,
+            Event("task.updated", {"task_id": result.task_id, "workspace_id": result.workspace_id}),
+        )
+    return await one_task_view(runtime, task_id)
+
+
+@router.post("/tasks", status_code=201)
+async def create_task(body: CreateTaskBody, runtime: RuntimeDep, caller: CallerDep) -> Any:
+    """A new task in the first step (Backlog) of its workflow. Without ``workflow_id`` the
+    workspace's workflow is used; without ``workspace_id`` the first workspace by name."""
+    return await add_task(
+        runtime,
+        caller,
+        title=body.title,
+        description=body.description,
+        workspace_id=body.workspace_id,
+        workflow_id=body.workflow_id,
+    )
 
 
 @router.post("/tasks/{task_id}/move")
@@ -112,20 +147,11 @@ async def move_task(
     moved). The guard and the update share one write transaction
     (:func:`backend.workflow.move_task`).
     """
-    async with write_tx(runtime.engine) as conn:
-        await visible_task(conn, caller, task_id)
-        result = await move_task_tx(conn, task_id, body.workflow_step_id)
-    if result.moved:
-        await _announce(
-            runtime,
-            Event("task.updated", {"task_id": result.task_id, "workspace_id": result.workspace_id}),
-        )
-    return await one_task_view(runtime, task_id)
+    return await move_visible_task(runtime, caller, task_id, body.workflow_step_id)
 
 
-@router.get("/boot")
-async def boot(runtime: RuntimeDep, caller: CallerDep) -> Any:
-    """Everything a client needs to start, limited to the caller's workspaces."""
+async def boot_payload(runtime: Runtime, caller: Caller) -> dict[str, Any]:
+    """Everything a client needs to start, limited to the caller's workspaces (REST and UI)."""
     async with read_tx(runtime.engine) as conn:
         workspaces = (
             await conn.execute(
@@ -140,24 +166,28 @@ async def boot(runtime: RuntimeDep, caller: CallerDep) -> Any:
             )
         ).all()
         steps = (await conn.execute(select(_steps).order_by(_steps.c.position))).all()
-    return plain_json(
-        {
-            "epoch": str(runtime.revisions.epoch),
-            "user": {"id": caller.user_id, "name": caller.name},
-            "workspaces": [{"id": w.id, "name": w.name} for w in workspaces],
-            "workflows": [
-                {
-                    "id": wf.id,
-                    "workspace_id": wf.workspace_id,
-                    "name": wf.name,
-                    "steps": [
-                        {"id": st.id, "name": st.name, "position": st.position}
-                        for st in steps
-                        if st.workflow_id == wf.id
-                    ],
-                }
-                for wf in workflows
-            ],
-            "tasks": await task_views(runtime, caller.task_filter()),
-        }
-    )
+    return {
+        "epoch": str(runtime.revisions.epoch),
+        "user": {"id": caller.user_id, "name": caller.name},
+        "workspaces": [{"id": w.id, "name": w.name} for w in workspaces],
+        "workflows": [
+            {
+                "id": wf.id,
+                "workspace_id": wf.workspace_id,
+                "name": wf.name,
+                "steps": [
+                    {"id": st.id, "name": st.name, "position": st.position}
+                    for st in steps
+                    if st.workflow_id == wf.id
+                ],
+            }
+            for wf in workflows
+        ],
+        "tasks": await task_views(runtime, caller.task_filter()),
+    }
+
+
+@router.get("/boot")
+async def boot(runtime: RuntimeDep, caller: CallerDep) -> Any:
+    """Everything a client needs to start, limited to the caller's workspaces."""
+    return plain_json(await boot_payload(runtime, caller))

@@ -1,0 +1,153 @@
+"""Page shells: one responsive layout for every route (not a separate phone site).
+
+Desktop (``md`` and up): sidebar + main area. Phone: a top bar, the route's content full width
+and a fixed bottom navigation; the home page shows the task list itself, other routes hide it
+(the "Tasks" button opens the task-switcher sheet instead).
+"""
+
+from __future__ import annotations
+
+import reflex as rx
+
+from components.board import board
+from components.phone import TaskSheet, bottom_nav, top_bar
+from components.sidebar import sidebar
+from components.task_view import home_body, task_view
+from components.theme import BOTTOM_NAV_HEIGHT, space
+from state.app_state import AppState
+from state.ui_models import WorkflowItem
+
+
+def _workspace_option(wf: rx.Var[WorkflowItem]) -> rx.Component:
+    return rx.el.option(wf.workspace_name, value=wf.workspace_id)
+
+
+def new_task_dialog() -> rx.Component:
+    """The "New task" form (title, description, workspace)."""
+    return rx.dialog.root(
+        rx.dialog.content(
+            rx.dialog.title("New task"),
+            rx.dialog.description(
+                "It starts in the first step of the workspace's workflow.",
+                size="2",
+                color_scheme="gray",
+                margin_bottom=space(3),
+            ),
+            rx.form(
+                rx.flex(
+                    rx.el.label(
+                        rx.text("Title", size="2", weight="medium"),
+                        rx.input(
+                            name="title",
+                            id="new-task-title",
+                            placeholder="e.g. Fix the flaky upload test",
+                            required=True,
+                            max_length=200,
+                            auto_focus=True,
+                            size="2",
+                        ),
+                        display="flex",
+                        flex_direction="column",
+                        gap=space(1),
+                    ),
+                    rx.el.label(
+                        rx.text("Description", size="2", weight="medium"),
+                        rx.text_area(
+                            name="description",
+                            id="new-task-description",
+                            placeholder="Anything the agent should know (optional)",
+                            rows="3",
+                            size="2",
+                        ),
+                        display="flex",
+                        flex_direction="column",
+                        gap=space(1),
+                    ),
+                    rx.el.label(
+                        rx.text("Workspace", size="2", weight="medium"),
+                        rx.el.select(
+                            rx.foreach(AppState.workflows, _workspace_option),
+                            name="workspace_id",
+                            id="new-task-workspace",
+                            style={
+                                "height": "var(--space-6)",
+                                "padding": "0 var(--space-2)",
+                                "borderRadius": "var(--radius-2)",
+                                "border": f"1px solid {rx.color('gray', 7)}",
+                                "background": "var(--color-surface)",
+                                "color": "inherit",
+                                "font": "inherit",
+                            },
+                        ),
+                        display="flex",
+                        flex_direction="column",
+                        gap=space(1),
+                    ),
+                    rx.cond(
+                        AppState.new_task_error != "",
+                        rx.text(AppState.new_task_error, size="2", color_scheme="red"),
+                    ),
+                    rx.flex(
+                        rx.dialog.close(
+                            rx.button("Cancel", type="button", variant="soft", color_scheme="gray")
+                        ),
+                        rx.button("Create task", type="submit", loading=AppState.new_task_busy),
+                        justify="end",
+                        spacing="2",
+                        margin_top=space(2),
+                    ),
+                    direction="column",
+                    spacing="3",
+                ),
+                on_submit=AppState.create_task,
+                reset_on_submit=True,
+                aria_label="New task",
+            ),
+            max_width="480px",
+            id="new-task-dialog",
+        ),
+        open=AppState.new_task_open,
+        on_open_change=AppState.set_new_task_open,
+    )
+
+
+def page(kind: str) -> rx.Component:
+    """The shell for ``kind`` in ``home``, ``task``, ``session``, ``board``."""
+    sheet = TaskSheet.create()
+    if kind == "home":
+        main_content = home_body()
+    elif kind == "board":
+        main_content = board()
+    else:
+        main_content = task_view(with_session=kind == "session")
+    return rx.box(
+        rx.flex(
+            top_bar(kind),
+            rx.flex(
+                sidebar(kind),
+                rx.el.main(
+                    main_content,
+                    display=rx.breakpoints(initial="none" if kind == "home" else "flex", md="flex"),
+                    flex_direction="column",
+                    flex="1",
+                    min_width="0",
+                    min_height="0",
+                    height="100%",
+                    background_color=rx.color("gray", 1),
+                ),
+                flex="1",
+                min_height="0",
+                width="100%",
+            ),
+            direction="column",
+            height=rx.breakpoints(initial=f"calc(100dvh - {BOTTOM_NAV_HEIGHT})", md="100dvh"),
+            width="100%",
+            overflow="hidden",
+        ),
+        bottom_nav(sheet, kind),
+        sheet,
+        new_task_dialog(),
+        width="100%",
+        max_width="100vw",
+        overflow_x="hidden",
+    )

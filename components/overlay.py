@@ -1,0 +1,184 @@
+"""The clarification overlay: the active bundle of the open session, one question at a time.
+
+``#clarification-overlay`` (role ``dialog``, named "Agent question"); options are toggle buttons
+named by their label; free text ``#clarification-text-<message_id>``; buttons "Submit answer",
+"Skip", and "Previous" / "Next" for bundles of several questions. Answers go through the
+respond route's function; Skip sends ``rejected: true``; a 409 closes the overlay.
+"""
+
+from __future__ import annotations
+
+import reflex as rx
+
+from components.theme import space
+from state.app_state import AppState
+from state.ui_models import OptionItem
+
+
+def _option(option: rx.Var[OptionItem]) -> rx.Component:
+    question = AppState.current_question
+    return rx.button(
+        rx.cond(option.selected, rx.icon("check", size=14), rx.fragment()),
+        option.label,
+        type="button",
+        size="2",
+        variant=rx.cond(option.selected, "solid", "surface"),
+        color_scheme=rx.cond(option.selected, "indigo", "gray"),
+        aria_pressed=rx.cond(option.selected, "true", "false"),
+        aria_label=option.label,
+        on_click=AppState.pick_option(question.message_id, option.id),
+        white_space="normal",
+        height="auto",
+        min_height="32px",
+        padding_y=space(1),
+        text_align="left",
+        max_width="100%",
+    )
+
+
+def _pager() -> rx.Component:
+    return rx.cond(
+        AppState.question_count > 1,
+        rx.flex(
+            rx.text(
+                f"{AppState.question_index + 1} of {AppState.question_count}",
+                size="1",
+                color_scheme="gray",
+                white_space="nowrap",
+            ),
+            rx.icon_button(
+                rx.icon("chevron-left", size=16),
+                size="1",
+                variant="ghost",
+                aria_label="Previous",
+                title="Previous question",
+                disabled=AppState.question_index <= 0,
+                on_click=AppState.previous_question,
+            ),
+            rx.icon_button(
+                rx.icon("chevron-right", size=16),
+                size="1",
+                variant="ghost",
+                aria_label="Next",
+                title="Next question",
+                disabled=AppState.question_index >= AppState.question_count - 1,
+                on_click=AppState.next_question,
+            ),
+            align="center",
+            spacing="2",
+        ),
+    )
+
+
+def clarification_overlay() -> rx.Component:
+    question = AppState.current_question
+    busy = AppState.overlay_busy != ""
+    return rx.cond(
+        AppState.has_bundle,
+        rx.box(
+            rx.flex(
+                rx.flex(
+                    rx.center(
+                        rx.icon("message-circle-question", size=16, color=rx.color("amber", 11)),
+                        width="28px",
+                        height="28px",
+                        border_radius="var(--radius-2)",
+                        background_color=rx.color("amber", 3),
+                        flex_shrink="0",
+                    ),
+                    rx.heading("Agent question", as_="h3", size="2", weight="bold"),
+                    align="center",
+                    spacing="2",
+                ),
+                _pager(),
+                justify="between",
+                align="center",
+                spacing="3",
+            ),
+            rx.text(
+                question.question,
+                size="3",
+                weight="medium",
+                as_="p",
+                overflow_wrap="anywhere",
+                id="clarification-question",
+            ),
+            rx.cond(
+                question.options.length() > 0,
+                rx.flex(
+                    rx.foreach(question.options, _option),
+                    wrap="wrap",
+                    spacing="2",
+                    role="group",
+                    aria_label="Options",
+                ),
+            ),
+            rx.text_area(
+                value=question.text,
+                on_change=lambda value: AppState.set_answer_text(question.message_id, value),
+                placeholder=rx.cond(
+                    question.options.length() > 0,
+                    "Add details, or answer in your own words…",
+                    "Your answer…",
+                ),
+                id=f"clarification-text-{question.message_id}",
+                aria_label="Your answer",
+                rows="2",
+                resize="vertical",
+                width="100%",
+                size="2",
+            ),
+            rx.cond(
+                AppState.overlay_error != "",
+                rx.callout(
+                    AppState.overlay_error,
+                    icon="triangle-alert",
+                    color_scheme="red",
+                    size="1",
+                    role="alert",
+                ),
+            ),
+            rx.flex(
+                rx.button(
+                    "Skip",
+                    type="button",
+                    variant="soft",
+                    color_scheme="gray",
+                    size="2",
+                    loading=AppState.overlay_busy == "skip",
+                    disabled=busy,
+                    on_click=AppState.skip_question,
+                ),
+                rx.button(
+                    rx.icon("send-horizontal", size=14),
+                    "Submit answer",
+                    type="button",
+                    size="2",
+                    loading=AppState.overlay_busy == "submit",
+                    disabled=busy | ~AppState.can_submit,
+                    on_click=AppState.submit_answer,
+                ),
+                justify="end",
+                spacing="2",
+            ),
+            id="clarification-overlay",
+            role="dialog",
+            aria_modal="false",
+            aria_label="Agent question",
+            display="flex",
+            flex_direction="column",
+            gap=space(3),
+            padding=space(4),
+            margin_x=rx.breakpoints(initial=space(2), md=space(4)),
+            margin_bottom=space(2),
+            border_radius="var(--radius-4)",
+            border=f"1px solid {rx.color('amber', 6)}",
+            border_top=f"3px solid {rx.color('amber', 9)}",
+            background_color="var(--color-panel-solid)",
+            box_shadow="var(--shadow-4)",
+            max_height=rx.breakpoints(initial="48dvh", md="52dvh"),
+            overflow_y="auto",
+            flex_shrink="1",
+            min_height="0",
+        ),
+    )

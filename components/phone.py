@@ -1,0 +1,242 @@
+"""Phone surfaces: the top bar, the bottom navigation and the task-switcher sheet.
+
+The sheet is an ``rx.ComponentState``: every mounted instance has its own state class, and
+registers itself with the tab's :class:`~state.activation.ActivationFlow` as its own surface,
+so two sheets never invalidate each other's in-flight task choice (S43), and an unmounted
+sheet's continuation can neither navigate nor close a replacement (S13). Picking a task runs
+the same activation driver as the desktop sidebar; the decision's ``CloseSheet`` effect closes
+exactly this instance.
+
+Locators: bottom navigation buttons "Tasks", "Board", "New task"; the sheet ``#task-sheet``
+(role ``dialog``, named "Tasks") with rows ``#sheet-task-row-<id>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import reflex as rx
+
+from components.sidebar import task_groups
+from components.theme import BOTTOM_NAV_HEIGHT, DIVIDER, brand_mark, space
+from state.app_state import AppState, drive_activation
+from state.live import INFLIGHT
+
+
+async def _app_of(owner: Any) -> Any:
+    return await owner.get_state(AppState)
+
+
+def _close_if_mine(owner: Any, sheet_id: str) -> None:
+    if sheet_id == owner.get_full_name():
+        owner.open = False
+
+
+class TaskSheet(rx.ComponentState):
+    """One mounted phone task sheet."""
+
+    open: bool = False
+
+    @rx.event
+    async def mounted(self) -> None:
+        app = await self.get_state(AppState)
+        app._activation().mount_sheet(self.get_full_name())
+        app._touch_flow()
+
+    @rx.event
+    async def unmounted(self) -> None:
+        """The sheet left the page: its in-flight choice becomes inert and its load aborts."""
+        app = await self.get_state(AppState)
+        generation = app._activation().unmount_sheet(self.get_full_name())
+        app._touch_flow()
+        if generation is not None:
+            INFLIGHT.abort(app._client_token(), [generation])
+        self.open = False
+
+    @rx.event
+    async def set_open(self, value: bool) -> None:
+        self.open = value
+        if not value:
+            app = await self.get_state(AppState)
+            generation = app._activation().close_sheet(self.get_full_name())
+            app._touch_flow()
+            if generation is not None:
+                INFLIGHT.abort(app._client_token(), [generation])
+
+    @rx.event(background=True)
+    async def pick(self, task_id: str) -> Any:
+        """A task row of this sheet: the shared activation, with this sheet as the surface."""
+        async for event in drive_activation(
+            self,
+            task_id,
+            self.get_full_name(),
+            app_of=_app_of,
+            close_sheet=_close_if_mine,
+        ):
+            yield event
+
+    @classmethod
+    def get_component(cls, *children: Any, **props: Any) -> rx.Component:
+        return rx.box(
+            rx.drawer.root(
+                rx.drawer.overlay(z_index="40"),
+                rx.drawer.portal(
+                    rx.drawer.content(
+                        rx.flex(
+                            rx.box(
+                                width="40px",
+                                height="4px",
+                                border_radius="2px",
+                                background_color=rx.color("gray", 6),
+                                margin_x="auto",
+                                aria_hidden="true",
+                            ),
+                            rx.flex(
+                                rx.drawer.title("Tasks", size="4", weight="bold"),
+                                rx.drawer.close(
+                                    rx.icon_button(
+                                        rx.icon("x", size=18),
+                                        variant="ghost",
+                                        color_scheme="gray",
+                                        aria_label="Close",
+                                    ),
+                                ),
+                                justify="between",
+                                align="center",
+                            ),
+                            rx.drawer.description(
+                                "Pick a task to open it.", size="1", color_scheme="gray"
+                            ),
+                            rx.box(
+                                task_groups(id_prefix="sheet-task-row", on_click=cls.pick),
+                                overflow_y="auto",
+                                flex="1",
+                                min_height="0",
+                            ),
+                            direction="column",
+                            spacing="2",
+                            height="100%",
+                        ),
+                        id="task-sheet",
+                        aria_label="Tasks",
+                        position="fixed",
+                        left="0",
+                        right="0",
+                        bottom="0",
+                        max_height="85dvh",
+                        width="100%",
+                        padding=space(3),
+                        padding_top=space(2),
+                        z_index="50",
+                        background_color="var(--color-panel-solid)",
+                        border_top_left_radius="var(--radius-5)",
+                        border_top_right_radius="var(--radius-5)",
+                        box_shadow="var(--shadow-6)",
+                        display="flex",
+                        flex_direction="column",
+                    ),
+                ),
+                open=cls.open,
+                on_open_change=cls.set_open,
+                direction="bottom",
+            ),
+            on_mount=cls.mounted,
+            on_unmount=cls.unmounted,
+            display="contents",
+        )
+
+
+def _nav_button(label: str, icon: str, **props: Any) -> rx.Component:
+    return rx.el.button(
+        rx.icon(icon, size=20),
+        rx.text(label, size="1", weight="medium"),
+        type="button",
+        aria_label=label,
+        display="flex",
+        flex_direction="column",
+        align_items="center",
+        justify_content="center",
+        gap="2px",
+        flex="1",
+        height="100%",
+        border="none",
+        background="transparent",
+        cursor="pointer",
+        font="inherit",
+        **props,
+    )
+
+
+def bottom_nav(sheet: Any, kind: str) -> rx.Component:
+    """Phones only: Tasks (opens this page's sheet), Board, New task."""
+    return rx.el.nav(
+        _nav_button(
+            "Tasks",
+            "list-todo",
+            on_click=sheet.State.set_open(True),
+            color=rx.color("accent", 11) if kind in ("home", "task") else rx.color("gray", 11),
+            id="nav-tasks",
+        ),
+        _nav_button(
+            "Board",
+            "columns-3",
+            on_click=rx.redirect("/board"),
+            color=rx.color("accent", 11) if kind == "board" else rx.color("gray", 11),
+            id="nav-board",
+        ),
+        _nav_button(
+            "New task",
+            "square-plus",
+            on_click=AppState.set_new_task_open(True),
+            color=rx.color("gray", 11),
+            id="nav-new-task",
+        ),
+        aria_label="Phone navigation",
+        display=rx.breakpoints(initial="flex", md="none"),
+        position="fixed",
+        left="0",
+        right="0",
+        bottom="0",
+        height=BOTTOM_NAV_HEIGHT,
+        padding_bottom="env(safe-area-inset-bottom)",
+        border_top=DIVIDER,
+        background_color=rx.color("gray", 1),
+        z_index="30",
+    )
+
+
+def top_bar(kind: str) -> rx.Component:
+    """Phones only: brand on the home page; the task's title and a way back elsewhere."""
+    if kind in ("task", "session"):
+        title: Any = rx.text(
+            AppState.active_task.title,
+            size="3",
+            weight="bold",
+            overflow="hidden",
+            text_overflow="ellipsis",
+            white_space="nowrap",
+        )
+        lead: Any = rx.link(
+            rx.icon_button(
+                rx.icon("chevron-left", size=20),
+                variant="ghost",
+                color_scheme="gray",
+                aria_label="All tasks",
+            ),
+            href="/",
+        )
+    else:
+        title = rx.heading("Kandev" if kind != "board" else "Board", size="4", weight="bold")
+        lead = brand_mark(28)
+    return rx.flex(
+        lead,
+        rx.box(title, flex="1", min_width="0"),
+        align="center",
+        spacing="3",
+        padding_x=space(3),
+        height="52px",
+        border_bottom=DIVIDER,
+        background_color=rx.color("gray", 1),
+        display=rx.breakpoints(initial="flex", md="none"),
+        flex_shrink="0",
+    )

@@ -1,0 +1,123 @@
+"""A small synchronous client of the app's REST API for browser tests: it prepares data (tasks
+whose secondary session asks a question) and drives the test API (fault points, the agent's
+prompt record) while the browser looks at the same app."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+
+@dataclass(frozen=True)
+class PendingTask:
+    """A task whose secondary (non-primary) session owns a current question."""
+
+    task_id: str
+    title: str
+    primary_id: str
+    secondary_id: str
+    question: str
+    options: tuple[str, ...]
+
+
+class Api:
+    def __init__(self, base_url: str) -> None:
+        self.client = httpx.Client(base_url=f"{base_url}/api/v1", timeout=30)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _ok(self, response: httpx.Response) -> Any:
+        if response.status_code >= 400:
+            raise AssertionError(f"{response.request.url}: {response.status_code} {response.text}")
+        return response.json() if response.content else None
+
+    def get(self, path: str) -> Any:
+        return self._ok(self.client.get(path))
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        return self._ok(self.client.post(path, json=body))
+
+    def tasks(self) -> list[dict[str, Any]]:
+        return self.get("/tasks")["tasks"]
+
+    def task(self, task_id: str) -> dict[str, Any]:
+        return self.get(f"/tasks/{task_id}")
+
+    def task_by_title(self, title: str) -> dict[str, Any]:
+        return next(t for t in self.tasks() if t["title"] == title)
+
+    def sessions(self, task_id: str) -> list[dict[str, Any]]:
+        return self.get(f"/tasks/{task_id}/task-sessions")["sessions"]
+
+    def messages(self, session_id: str) -> list[dict[str, Any]]:
+        return self.get(f"/task-sessions/{session_id}/messages")["messages"]
+
+    def bundles(self, session_id: str) -> list[dict[str, Any]]:
+        return self.get(f"/task-sessions/{session_id}/clarifications")["bundles"]
+
+    def prompt(self, session_id: str, content: str) -> str:
+        return self.post(f"/task-sessions/{session_id}/prompt", {"content": content})["turn_id"]
+
+    def agent_prompts(self) -> list[dict[str, Any]]:
+        return self.get("/_test/agent/prompts")["prompts"]
+
+    def hold(self, failpoint: str) -> None:
+        self._ok(self.client.put(f"/_test/failpoints/{failpoint}", json={"action": "hold"}))
+
+    def release(self, failpoint: str) -> None:
+        self._ok(self.client.delete(f"/_test/failpoints/{failpoint}"))
+
+    def wait_for(self, probe: Any, what: str, within_s: float = 15.0) -> Any:
+        deadline = time.monotonic() + within_s
+        while True:
+            value = probe()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: not within {within_s}s (last {value!r})")
+            time.sleep(0.05)
+
+    def idle(self, session_id: str, task_id: str) -> None:
+        """Wait until the session's current turn has finished (the agent is not mid-turn)."""
+        busy = ("CREATED", "STARTING", "RUNNING")
+
+        def settled() -> bool:
+            states = {s["id"]: s["state"] for s in self.sessions(task_id)}
+            return states.get(session_id, "RUNNING") not in busy
+
+        self.wait_for(settled, f"session {session_id} idle")
+
+    def pending_task(
+        self,
+        title: str,
+        question: str,
+        options: tuple[str, ...] = ("Yes", "No"),
+        *,
+        detached: bool = True,
+        extra_questions: tuple[str, ...] = (),
+    ) -> PendingTask:
+        """A new task: a clean primary session, then a secondary session that asks
+        ``question`` (detached at once, or live when ``detached=False``)."""
+        task = self.post("/tasks", {"title": title})
+        primary = self.post(f"/tasks/{task['id']}/task-sessions", {"prompt": "/reply Ready."})
+        self.idle(primary["id"], task["id"])
+        lines = [" | ".join((question, *options))]
+        lines += [f"/ask {q}" for q in extra_questions]
+        script = "/ask " + "\n".join(lines) + ("\n/disconnect" if detached else "")
+        secondary = self.post(
+            f"/tasks/{task['id']}/task-sessions", {"prompt": script, "is_primary": False}
+        )
+        self.wait_for(
+            lambda: (
+                (self.task(task["id"]).get("status_summary") or {}).get("pending_action")
+                == "clarification"
+            ),
+            f"task {title!r} advertises its question",
+        )
+        return PendingTask(
+            task["id"], title, primary["id"], secondary["id"], question, tuple(options)
+        )
