@@ -15,7 +15,7 @@ from backend.db.migrate import upgrade
 from tests import postgres
 from tests.postgres import throwaway_postgres  # noqa: F401  (fixture, used on demand)
 
-pytest_plugins = ["tests.fault_matrix"]
+pytest_plugins = ["tests.fault_matrix", "tests.scenario_report"]
 
 BACKENDS = ("sqlite", "postgres")
 #: Rows that survive between tests: the durable counters and Alembic's version.
