@@ -15,8 +15,6 @@ from backend.db.migrate import upgrade
 from tests import postgres
 from tests.postgres import throwaway_postgres  # noqa: F401  (fixture, used on demand)
 
-pytest_plugins = ["tests.fault_matrix", "tests.scenario_report"]
-
 BACKENDS = ("sqlite", "postgres")
 #: Rows that survive between tests: the durable counters and Alembic's version.
 _KEPT_TABLES = {"kandev_meta", "alembic_version"}

@@ -15,7 +15,7 @@ import pytest
 
 HEADER = """# Reliability: the fault matrix
 
-Produced by the test suite (`scripts/test --fault-matrix docs/reliability.md`): every fault
+Produced by the test suite (`scripts/test --fault-matrix=docs/reliability.md`): every fault
 point the tests inject, on each database, with the outcome the test asserts. A row reads
 "passed" only when that test passed in the run that wrote this file.
 
