@@ -49,7 +49,8 @@ def _pager() -> rx.Component:
             rx.icon_button(
                 rx.icon("chevron-left", size=16),
                 size="1",
-                variant="ghost",
+                variant="soft",
+                color_scheme="gray",
                 aria_label="Previous",
                 title="Previous question",
                 disabled=AppState.question_index <= 0,
@@ -58,7 +59,8 @@ def _pager() -> rx.Component:
             rx.icon_button(
                 rx.icon("chevron-right", size=16),
                 size="1",
-                variant="ghost",
+                variant="soft",
+                color_scheme="gray",
                 aria_label="Next",
                 title="Next question",
                 disabled=AppState.question_index >= AppState.question_count - 1,

@@ -325,6 +325,7 @@ def composer() -> rx.Component:
                             resize="none",
                             flex="1",
                             size="2",
+                            min_height="40px",
                             max_height="160px",
                         ),
                         rx.button(

@@ -750,6 +750,7 @@ class AppState(rx.State):
                         self._apply_reads(plan, view, reads)
         finally:
             WATCHERS.release(handle)
+            log.debug("live updates stopped for a tab; %d watchers left", len(WATCHERS))
 
     def _apply_events(self, batch: list[Any]) -> tuple[EventPlan, ViewRef]:
         """In-memory part of a batch: projections first (S05), summaries (newer only),

@@ -142,6 +142,7 @@ def test_phone_sheet_activation_closes_the_sheet_and_shows_the_question(
     page.screenshot(path=artifacts_dir / "phone-tasks.png")
 
     sheet = _open_sheet(page)
+    expect(page.locator("#task-sheet")).to_have_role("dialog")
     row = page.locator(f"#sheet-task-row-{seeded.task_id}")
     expect(row.get_by_role("img", name="Pending question")).to_have_count(1)
     page.screenshot(path=artifacts_dir / "phone-sheet.png")
@@ -211,6 +212,7 @@ def test_multi_question_bundle_pages_through_and_answers_with_text(
     expect(overlay).to_contain_text("Anything to add to the changelog?")
     text = overlay.locator("[id^=clarification-text-]")
     text.fill("Mention the new board view.")
+    expect(overlay.get_by_role("button", name="Submit answer")).to_be_enabled()
     desktop.screenshot(path=artifacts_dir / "desktop-overlay-carousel.png")
     overlay.get_by_role("button", name="Previous").click()
     expect(overlay.get_by_role("button", name="2.0.0")).to_have_attribute("aria-pressed", "true")
@@ -276,6 +278,48 @@ def test_stale_overlay_is_closed_by_the_conflict_without_prompting_the_agent(
     finally:
         api.release("ui.events")
     expect(desktop.locator("#transcript")).to_contain_text("Never mind", timeout=20_000)
+
+
+@pytest.mark.scenario("S11")
+@pytest.mark.scenario("S38")
+@pytest.mark.parametrize("surface", ["desktop", "phone"])
+def test_ownership_change_during_the_load_falls_back_to_the_task_route(
+    surface: str, browser: Browser, app_url: str, api: Api, artifacts_dir: Path
+) -> None:
+    task = api.pending_task(f"Trim the {surface} logs", "Keep debug logs for a week?")
+    context = browser.new_context(**(PHONE if surface == "phone" else DESKTOP))
+    try:
+        page = context.new_page()
+        page.goto(app_url)
+        if surface == "phone":
+            _open_sheet(page)
+            row = page.locator(f"#sheet-task-row-{task.task_id}")
+        else:
+            row = page.locator(f"#task-row-{task.task_id}")
+        expect(row.get_by_role("img", name="Pending question")).to_have_count(1)
+
+        api.hold("sessions.list")  # the forced session load waits at the server
+        try:
+            row.click()
+            (bundle,) = api.bundles(task.secondary_id)
+            api.post(f"/clarification/{bundle['pending_id']}/respond", {"rejected": True})
+            api.wait_for(
+                lambda: (
+                    (api.task(task.task_id)["status_summary"] or {}).get("pending_action") is None
+                ),
+                "the summary changed while the load was in flight",
+            )
+        finally:
+            api.release("sessions.list")
+
+        expect(page).to_have_url(f"{app_url}/tasks/{task.task_id}")
+        expect(page.locator("main")).to_contain_text("No session selected")
+        expect(_overlay(page)).to_have_count(0)
+        expect(page.get_by_role("dialog", name="Tasks")).to_have_count(0)
+        if surface == "desktop":
+            page.screenshot(path=artifacts_dir / "desktop-task-route.png")
+    finally:
+        context.close()
 
 
 # -- board, forms ---------------------------------------------------------------------------
