@@ -37,6 +37,7 @@ from state.activation import (
     OpenTaskRoute,
     ReleaseLayout,
     TaskSummary,
+    sessions_from_json,
 )
 from state.backend_ref import get_runtime, is_connected
 from state.live import INFLIGHT, WATCHERS, next_batch
@@ -62,6 +63,7 @@ from state.ui_models import (
     choose_option,
     first_unanswered,
     invalidate_summary,
+    is_newer_list,
     merge_task,
     message_items,
     parse_route,
@@ -75,6 +77,7 @@ from state.ui_models import (
     summary_revision,
     task_path,
     task_rows,
+    transcript_order,
     upsert_message,
     workflow_items,
 )
@@ -183,6 +186,7 @@ class AppState(rx.State):
     _view_gen: int = 0
     _expect_path: str = ""
     _revisions_at_read: dict[str, int | None] = {}  # noqa: RUF012
+    _activating_gen: int = 0
 
     # -- computed ------------------------------------------------------------------------------
 
@@ -317,15 +321,22 @@ class AppState(rx.State):
         it for clean activations, and show it if the task is still the active one."""
         rows = list(payload.get("sessions", []))
         flow = self._activation()
-        from state.activation import sessions_from_json
 
         try:
             flow.projections.apply_sessions(sessions_from_json(payload))
         except ValueError:
             log.warning("unreadable session list for task %s", task_id)
         self._touch_flow()
+        active = task_id == self.active_task_id
+        held = self._tab_sessions if active else self._session_cache.get(task_id, [])
+        if not is_newer_list(held, rows):
+            # An older read finishing last: its projections were offered above (newer-only),
+            # but its states and session set must not replace the newer list.
+            if active:
+                self._render_tabs()
+            return
         self._session_cache = {**self._session_cache, task_id: rows}
-        if task_id == self.active_task_id:
+        if active:
             self._tab_sessions = rows
             self._render_tabs()
             self._render_view()
@@ -396,7 +407,7 @@ class AppState(rx.State):
     ) -> None:
         if view.generation != self._view_gen or view.session_id != self.active_session_id:
             return  # the user moved on; this read belongs to a view that is gone
-        self._messages = messages
+        self._messages = transcript_order(messages)
         self._bundles = bundles
         self.view_loading = False
         self._render_view()
@@ -411,6 +422,7 @@ class AppState(rx.State):
         ticket = flow.begin(TaskSummary.from_task(task), surface=surface)
         self._touch_flow()
         self.activating_task_id = task_id
+        self._activating_gen = ticket.generation
         return ticket
 
     def _settle_activation(
@@ -441,8 +453,8 @@ class AppState(rx.State):
             active_session_id=self.active_session_id or None,
         )
         self._touch_flow()
-        if self.activating_task_id == ticket.task_id and not flow.is_current(ticket):
-            self.activating_task_id = ""
+        if self._activating_gen == ticket.generation:
+            self.activating_task_id = ""  # the newest activation settled (spinner off)
         log.debug("activation of %s: %s (%s)", ticket.task_id, decision.kind, decision.reason)
         if decision.inert:
             return None
@@ -541,9 +553,14 @@ class AppState(rx.State):
 
     @rx.event(background=True)
     async def send_prompt(self, form_data: dict[str, Any] | None = None) -> AsyncIterator[Any]:
-        """The composer: a newer turn on the active session (supersedes an open question)."""
+        """The composer: a newer turn on the active session (supersedes an open question).
+
+        The form's own value wins over ``draft``: Enter may submit before the debounced
+        ``on_change`` of the last keystrokes arrived.
+        """
+        submitted = str((form_data or {}).get("content", "") or "")
         async with self:
-            content = (self.draft or "").strip()
+            content = (submitted or self.draft or "").strip()
             session_id = self.active_session_id
             if not content or not session_id or self.composer_busy:
                 return
@@ -837,7 +854,7 @@ class AppState(rx.State):
         if view.generation != self._view_gen or view.session_id != self.active_session_id:
             return
         if reads.messages is not None:
-            self._messages = reads.messages
+            self._messages = transcript_order(reads.messages)
         if reads.bundles is not None:
             self._bundles = reads.bundles
         if reads.messages is not None or reads.bundles is not None:
@@ -948,7 +965,7 @@ async def respond_from(state: AppState, *, rejected: bool) -> AsyncIterator[Any]
             if error is not None:
                 state.chat_notice = error.message
         if messages is not None:
-            state._messages = messages
+            state._messages = transcript_order(messages)
         if bundles is not None:
             state._bundles = bundles  # the server's word, whatever happened above
         state._render_view()

@@ -33,11 +33,25 @@ from state.backend_ref import get_runtime
 _caller: Caller | None = None
 
 
+class SignInRequired(DomainError):
+    """The UI has no sign-in yet: outside single-user mode it must not act as anybody."""
+
+    status = 401
+    code = "unauthorized"
+
+
 async def caller() -> Caller:
-    """The local single-user caller; resolved once (the local user never changes)."""
+    """The local single-user caller; resolved once (the local user never changes).
+
+    With ``KANDEV_SINGLE_USER=false`` the API demands bearer tokens; the UI cannot present
+    one, so it refuses instead of silently acting as the local user (which would bypass the
+    access rules the API enforces).
+    """
     global _caller
+    runtime = get_runtime()
+    if not runtime.settings.single_user:
+        raise SignInRequired("This UI runs in single-user mode only (KANDEV_SINGLE_USER=true).")
     if _caller is None:
-        runtime = get_runtime()
         async with read_tx(runtime.engine) as conn:
             _caller = await resolve_caller(conn, None, single_user=True)
     return _caller
@@ -131,13 +145,16 @@ async def session_view(session_id: str) -> tuple[list[dict[str, Any]], list[dict
     runtime, who = get_runtime(), await caller()
     messages, bundles = await asyncio.gather(
         session_routes.session_messages(runtime, who, session_id),
-        session_routes.session_clarifications(runtime, who, session_id),
+        session_routes.session_clarifications(runtime, who, session_id, clarifications_only=True),
     )
     return messages, bundles
 
 
 async def bundles(session_id: str) -> list[dict[str, Any]]:
-    return await session_routes.session_clarifications(get_runtime(), await caller(), session_id)
+    """The session's active *clarification* bundles: what the overlay can answer."""
+    return await session_routes.session_clarifications(
+        get_runtime(), await caller(), session_id, clarifications_only=True
+    )
 
 
 async def messages(session_id: str) -> list[dict[str, Any]]:

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from state.activation.models import Revision
+
 # -- routes ----------------------------------------------------------------------------------
 
 HOME = "home"
@@ -368,6 +370,25 @@ def session_tabs(
     return tabs
 
 
+def list_revision(sessions: Iterable[Mapping[str, Any]]) -> Revision | None:
+    """The revision a task-session list was read at (every row carries the one reserved before
+    the read); ``None`` for an empty or unorderable list."""
+    revisions = [Revision.parse_optional(s.get("pending_action_revision")) for s in sessions]
+    known = [r for r in revisions if r is not None]
+    return max(known) if known else None
+
+
+def is_newer_list(held: Iterable[Mapping[str, Any]], fresh: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether ``fresh`` may replace ``held`` as a task's session list: reads finish in any
+    order, and an older snapshot (e.g. a session still ``RUNNING``) must not replace a newer
+    one. Sessions are never deleted, so an empty list never replaces a revisioned one."""
+    held_rev = list_revision(held)
+    if held_rev is None:
+        return True
+    fresh_rev = list_revision(fresh)
+    return fresh_rev is not None and fresh_rev >= held_rev
+
+
 # -- transcript ------------------------------------------------------------------------------
 
 #: Rendering kinds of transcript items.
@@ -491,8 +512,19 @@ def message_items(
     ]
 
 
-def _message_order(message: Mapping[str, Any]) -> tuple[str, str]:
-    return (_text(message.get("created_at")), _text(message.get("id")))
+def _message_order(message: Mapping[str, Any]) -> tuple[str, int, str]:
+    """Transcript order: time, then the question's place in its bundle (rows of one bundle
+    share ``created_at``; their ids are random within a millisecond), then id."""
+    meta = message.get("metadata")
+    position = meta.get("position") if isinstance(meta, Mapping) else None
+    if not isinstance(position, int) or isinstance(position, bool):
+        position = 0
+    return (_text(message.get("created_at")), position, _text(message.get("id")))
+
+
+def transcript_order(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Messages in transcript order (see :func:`_message_order`)."""
+    return sorted((dict(m) for m in messages), key=_message_order)
 
 
 def upsert_message(

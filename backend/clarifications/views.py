@@ -17,18 +17,36 @@ from backend.authority.sql import messages
 from backend.clarifications.waiters import WaiterRegistry
 from backend.db.engine import read_tx
 from backend.request_evidence import pending_id
+from backend.vocabulary import MessageType
+
+
+def _position(meta: Any) -> int:
+    raw = meta.get("position") if isinstance(meta, dict) else None
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
 
 
 async def active_bundle_views(
-    engine: AsyncEngine, waiters: WaiterRegistry, session_id: str
+    engine: AsyncEngine,
+    waiters: WaiterRegistry,
+    session_id: str,
+    *,
+    clarifications_only: bool = False,
 ) -> list[dict[str, Any]]:
     """``[{pending_id, session_id, turn_id, state, questions: [...]}]`` for ``session_id``.
 
     The caller checks visibility first; this reads only. ``state`` is ``active_live`` while
     this process holds a waiter for the bundle, ``active_detached`` otherwise.
+
+    The repository rule also calls a current-turn pending *permission* request active; the
+    route lists it as it always did, while the chat overlay asks ``clarifications_only`` (it
+    can answer only clarifications: respond refuses anything else with 404).
     """
     async with read_tx(engine) as conn:
         bundles = await active_bundles(conn, session_id)
+        if clarifications_only:
+            bundles = [
+                b for b in bundles if b.request_type == MessageType.CLARIFICATION_REQUEST.value
+            ]
         ids = [b.pending_id for b in bundles]
         rows = (
             await conn.execute(
@@ -47,8 +65,13 @@ async def active_bundle_views(
                 "message_id": row.id,
                 "question": meta.get("question", row.content),
                 "options": meta.get("options", []),
+                "_position": _position(meta),
             }
         )
+    for rows_of_bundle in questions.values():
+        # The agent's order: rows of one bundle share ``created_at`` and their random-suffixed
+        # ids do not keep the order they were asked in; ``position`` does (stable sort).
+        rows_of_bundle.sort(key=lambda q: q.pop("_position"))
     return [
         {
             "pending_id": b.pending_id,

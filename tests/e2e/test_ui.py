@@ -158,6 +158,22 @@ def test_phone_sheet_activation_closes_the_sheet_and_shows_the_question(
     page.screenshot(path=artifacts_dir / "phone-overlay.png")
 
 
+def test_permission_task_opens_its_owner_without_a_question_overlay(
+    desktop: Page, app_url: str, api: Api
+) -> None:
+    task = api.task_by_title("Rotate the CI secrets")
+    (owner,) = [s for s in api.sessions(task["id"]) if s["pending_action"] == "permission"]
+    desktop.goto(app_url)
+    row = desktop.locator(f"#task-row-{task['id']}")
+    expect(row.get_by_role("img", name="Pending question")).to_have_count(1)
+    row.click()
+    expect(desktop).to_have_url(re.compile(rf"/sessions/{owner['id']}$"))
+    request = desktop.locator("#transcript [data-kind=permission]")
+    expect(request).to_contain_text("Permission request")
+    expect(request).to_contain_text("Waiting for you")
+    expect(_overlay(desktop)).to_have_count(0)  # the overlay answers clarifications only
+
+
 # -- answering, skipping, conflicts ---------------------------------------------------------
 
 

@@ -249,3 +249,14 @@ def test_summary_events_update_rows_only_when_newer() -> None:
     )
     state._apply_events([newer])
     assert state.rows[0].pending_action == ""
+
+
+def test_a_late_older_session_list_does_not_bring_back_a_busy_state() -> None:
+    state = booted()
+    state._select_task(TASK)
+    newer = sessions_json(sequence=9)
+    older = sessions_json(sequence=4)
+    older["sessions"][1]["state"] = "RUNNING"
+    state._set_tab_sessions(TASK, newer)
+    state._set_tab_sessions(TASK, older)  # e.g. a handler's read that started earlier
+    assert [t.state for t in state.tabs] == ["IDLE", "WAITING_FOR_INPUT"]

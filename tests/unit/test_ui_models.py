@@ -25,6 +25,8 @@ from state.ui_models import (
     choose_option,
     first_unanswered,
     invalidate_summary,
+    is_newer_list,
+    list_revision,
     merge_task,
     message_item,
     parse_route,
@@ -37,6 +39,7 @@ from state.ui_models import (
     step_groups,
     task_path,
     task_rows,
+    transcript_order,
     upsert_message,
     workflow_items,
 )
@@ -249,6 +252,26 @@ def test_tabs_in_creation_order_with_projection_values_winning() -> None:
     assert [t.pending_action for t in tabs] == ["clarification", ""]
 
 
+def stamped(state: str, epoch: str, sequence: int) -> dict[str, Any]:
+    row = session("s1", "2026-01-01T10:00:00Z")
+    return {
+        **row,
+        "state": state,
+        "pending_action_revision": {"epoch": epoch, "sequence": sequence},
+    }
+
+
+def test_an_older_session_list_cannot_replace_a_newer_one() -> None:
+    running, idle = [stamped("RUNNING", "2", 4)], [stamped("IDLE", "2", 9)]
+    assert list_revision(idle) is not None and list_revision([]) is None
+    assert is_newer_list(running, idle)
+    assert not is_newer_list(idle, running)  # the late read of a busy session
+    assert is_newer_list(idle, idle)
+    assert is_newer_list(idle, [stamped("RUNNING", "3", 1)])  # a newer backend generation
+    assert is_newer_list([], running)
+    assert not is_newer_list(idle, [])  # sessions are never deleted
+
+
 # -- transcript kinds ------------------------------------------------------------------------
 
 
@@ -350,6 +373,15 @@ def test_transcript_upsert_replaces_by_id_and_keeps_order() -> None:
     rows = upsert_message(rows, edited)
     assert [(m["id"], m["content"]) for m in rows] == [("m1", "edited"), ("m2", "hi")]
     assert [m["id"] for m in remove_message(rows, "m1")] == ["m2"]
+
+
+def test_questions_of_one_bundle_keep_the_agents_order() -> None:
+    # Same created_at; the second question happens to get the smaller (random) id.
+    first = message("zz", "clarification_request", position=0, question="First?")
+    second = message("aa", "clarification_request", position=1, question="Second?")
+    later = message("mm", created="2026-01-01T10:00:01Z")
+    assert [m["id"] for m in transcript_order([later, second, first])] == ["zz", "aa", "mm"]
+    assert [m["id"] for m in upsert_message([second], first)] == ["zz", "aa"]
 
 
 # -- overlay answers -------------------------------------------------------------------------

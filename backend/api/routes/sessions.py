@@ -109,11 +109,14 @@ async def session_messages(
 
 
 async def session_clarifications(
-    runtime: Runtime, caller: Caller, session_id: str
+    runtime: Runtime, caller: Caller, session_id: str, *, clarifications_only: bool = False
 ) -> list[dict[str, Any]]:
-    """A visible session's active bundles, by the one repository rule (REST and UI)."""
+    """A visible session's active bundles, by the one repository rule (REST and UI; the UI
+    overlay asks for clarification bundles only)."""
     await _require_session(runtime, caller, session_id)
-    return await active_bundle_views(runtime.engine, runtime.waiters, session_id)
+    return await active_bundle_views(
+        runtime.engine, runtime.waiters, session_id, clarifications_only=clarifications_only
+    )
 
 
 @router.post("/tasks/{task_id}/task-sessions", status_code=201)
