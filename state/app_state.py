@@ -88,15 +88,25 @@ log = logging.getLogger(__name__)
 WATCH_POLL_S = 5.0
 #: The fault point that holds live-update application (tests make an overlay stale with it).
 UI_EVENTS_FAULT = "ui.events"
+#: Transcript events kept for replay over reads that were in flight when they arrived.
+EVENT_LOG_LIMIT = 500
 
 
 @dataclass(frozen=True, slots=True)
 class ViewRef:
-    """What a client showed when it started a read, so a late result applies only to that."""
+    """What a client showed when it started a read, so a late result applies only to that.
+
+    ``mark`` is the number of transcript events applied when the read began (later ones are
+    replayed over the read's rows); ``discovery`` counts the events that asked for pending
+    discovery: a bundle read that began before the latest of them is stale (a newer discovery
+    read follows it and applies instead).
+    """
 
     task_id: str
     session_id: str
     generation: int
+    mark: int = 0
+    discovery: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +197,9 @@ class AppState(rx.State):
     _expect_path: str = ""
     _revisions_at_read: dict[str, int | None] = {}  # noqa: RUF012
     _activating_gen: int = 0
+    _event_seq: int = 0
+    _event_log: list[tuple[int, str, dict[str, Any]]] = []  # noqa: RUF012
+    _discovery_seq: int = 0
 
     # -- computed ------------------------------------------------------------------------------
 
@@ -244,7 +257,41 @@ class AppState(rx.State):
         return self.router.session.client_token
 
     def _view(self) -> ViewRef:
-        return ViewRef(self.active_task_id, self.active_session_id, self._view_gen)
+        return ViewRef(
+            self.active_task_id,
+            self.active_session_id,
+            self._view_gen,
+            self._event_seq,
+            self._discovery_seq,
+        )
+
+    def _apply_view_reads(
+        self,
+        view: ViewRef,
+        messages: list[dict[str, Any]] | None,
+        bundles: list[dict[str, Any]] | None,
+    ) -> bool:
+        """Apply a transcript and/or bundle read of ``view``; ``False`` when the view is gone.
+
+        Reads and live events interleave: transcript events applied after the read began are
+        replayed over its rows (a message that arrived meanwhile is not lost, a deleted one not
+        revived), and a bundle read older than the latest discovery-triggering event is dropped
+        (the newer discovery read decides)."""
+        if view.generation != self._view_gen or view.session_id != self.active_session_id:
+            return False
+        if messages is not None:
+            rows = transcript_order(messages)
+            for seq, kind, message in self._event_log:
+                if seq <= view.mark:
+                    continue
+                if kind == "session.message.deleted":
+                    rows = remove_message(rows, message.get("id", ""))
+                else:
+                    rows = upsert_message(rows, message)
+            self._messages = rows
+        if bundles is not None and view.discovery == self._discovery_seq:
+            self._bundles = bundles
+        return True
 
     def _apply_boot(self, boot: Mapping[str, Any]) -> None:
         flow = self._activation()
@@ -348,6 +395,7 @@ class AppState(rx.State):
         self._view_gen += 1
         self._messages = []
         self._bundles = []
+        self._event_log = []
         self.messages = []
         self.questions = []
         self.bundle_pending_id = ""
@@ -405,10 +453,8 @@ class AppState(rx.State):
     def _apply_session_view(
         self, view: ViewRef, messages: list[dict[str, Any]], bundles: list[dict[str, Any]]
     ) -> None:
-        if view.generation != self._view_gen or view.session_id != self.active_session_id:
+        if not self._apply_view_reads(view, messages, bundles):
             return  # the user moved on; this read belongs to a view that is gone
-        self._messages = transcript_order(messages)
-        self._bundles = bundles
         self.view_loading = False
         self._render_view()
 
@@ -803,6 +849,15 @@ class AppState(rx.State):
                     self._messages = remove_message(self._messages, message.get("id", ""))
                 else:
                     self._messages = upsert_message(self._messages, message)
+                self._event_seq += 1
+                self._event_log = [
+                    *self._event_log[-(EVENT_LOG_LIMIT - 1) :],
+                    (
+                        self._event_seq,
+                        kind,
+                        dict(message),
+                    ),
+                ]
                 messages_changed = True
             plan.merge(
                 plan_event(
@@ -816,6 +871,8 @@ class AppState(rx.State):
                 )
             )
         self._touch_flow()
+        if plan.discover_bundles:
+            self._discovery_seq += 1
         if plan.stale_session_lists:
             self._session_cache = {
                 tid: rows
@@ -851,13 +908,8 @@ class AppState(rx.State):
             )
         if reads.sessions is not None and view.task_id == self.active_task_id:
             self._set_tab_sessions(view.task_id, reads.sessions)
-        if view.generation != self._view_gen or view.session_id != self.active_session_id:
-            return
-        if reads.messages is not None:
-            self._messages = transcript_order(reads.messages)
-        if reads.bundles is not None:
-            self._bundles = reads.bundles
-        if reads.messages is not None or reads.bundles is not None:
+        changed = reads.messages is not None or reads.bundles is not None
+        if changed and self._apply_view_reads(view, reads.messages, reads.bundles):
             self._render_view()
 
 
@@ -964,9 +1016,7 @@ async def respond_from(state: AppState, *, rejected: bool) -> AsyncIterator[Any]
             state._bundles = [b for b in state._bundles if b["pending_id"] != pending_id]
             if error is not None:
                 state.chat_notice = error.message
-        if messages is not None:
-            state._messages = transcript_order(messages)
-        if bundles is not None:
-            state._bundles = bundles  # the server's word, whatever happened above
+        # The server's word, unless live events already brought something newer.
+        state._apply_view_reads(view, messages, bundles)
         state._render_view()
     yield

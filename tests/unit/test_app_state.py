@@ -260,3 +260,58 @@ def test_a_late_older_session_list_does_not_bring_back_a_busy_state() -> None:
     state._set_tab_sessions(TASK, newer)
     state._set_tab_sessions(TASK, older)  # e.g. a handler's read that started earlier
     assert [t.state for t in state.tabs] == ["IDLE", "WAITING_FOR_INPUT"]
+
+
+def question_message(message_id: str, created: str = "2026-01-01T10:06:00Z") -> dict[str, Any]:
+    return {
+        "id": message_id,
+        "session_id": "secondary",
+        "turn_id": "u1",
+        "type": "message",
+        "author": "agent",
+        "content": f"reply {message_id}",
+        "metadata": {},
+        "created_at": created,
+    }
+
+
+def opened_secondary() -> AppState:
+    state = booted()
+    state._set_tab_sessions(TASK, sessions_json())
+    state._open_session(TASK, "secondary")
+    return state
+
+
+def test_a_message_arriving_during_a_transcript_read_is_not_lost() -> None:
+    state = opened_secondary()
+    view = state._view()  # the read begins
+    arrived = Event(
+        "session.message.added",
+        {"session_id": "secondary", "task_id": TASK, "message": question_message("m2")},
+    )
+    state._apply_events([arrived])
+    # The read (begun before m2 existed) finishes last.
+    state._apply_session_view(view, [question_message("m1", "2026-01-01T10:05:00Z")], [])
+    assert [m.id for m in state.messages] == ["m1", "m2"]
+
+
+def test_a_bundle_read_older_than_a_discovery_event_is_dropped() -> None:
+    state = opened_secondary()
+    bundle = {"pending_id": "p1", "session_id": "secondary", "questions": []}
+    view = state._view()  # a bundle read begins while the question is still active
+    answered = Event(
+        "session.message.updated",
+        {
+            "session_id": "secondary",
+            "task_id": TASK,
+            "message": {**question_message("q1"), "type": "clarification_request"},
+            "pending_action": None,
+            "pending_action_revision": {"epoch": "1", "sequence": 20},
+        },
+    )
+    plan, newer_view = state._apply_events([answered])
+    assert plan.discover_bundles
+    state._apply_session_view(view, [], [bundle])  # stale: would revive the overlay
+    assert state._bundles == []
+    state._apply_session_view(newer_view, [], [])  # the discovery read the event asked for
+    assert state._bundles == [] and not state.has_bundle
