@@ -15,11 +15,11 @@ from components.sidebar import sidebar
 from components.task_view import home_body, task_view
 from components.theme import BOTTOM_NAV_HEIGHT, space
 from state.app_state import AppState
-from state.ui_models import WorkflowItem
+from state.ui_models import WorkspaceItem
 
 
-def _workspace_option(wf: rx.Var[WorkflowItem]) -> rx.Component:
-    return rx.el.option(wf.workspace_name, value=wf.workspace_id)
+def _workspace_option(workspace: rx.Var[WorkspaceItem]) -> rx.Component:
+    return rx.el.option(workspace.name, value=workspace.id)
 
 
 def new_task_dialog() -> rx.Component:
@@ -66,7 +66,7 @@ def new_task_dialog() -> rx.Component:
                     rx.el.label(
                         rx.text("Workspace", size="2", weight="medium"),
                         rx.el.select(
-                            rx.foreach(AppState.workflows, _workspace_option),
+                            rx.foreach(AppState.workspaces, _workspace_option),
                             name="workspace_id",
                             id="new-task-workspace",
                             style={

@@ -57,6 +57,7 @@ from state.ui_models import (
     StepGroup,
     TaskRow,
     WorkflowItem,
+    WorkspaceItem,
     answers_payload,
     apply_summary,
     board_columns,
@@ -80,6 +81,7 @@ from state.ui_models import (
     transcript_order,
     upsert_message,
     workflow_items,
+    workspace_items,
 )
 
 log = logging.getLogger(__name__)
@@ -158,6 +160,7 @@ class AppState(rx.State):
     rows: list[TaskRow] = []  # noqa: RUF012 - how Reflex declares state vars
     groups: list[StepGroup] = []  # noqa: RUF012
     workflows: list[WorkflowItem] = []  # noqa: RUF012
+    workspaces: list[WorkspaceItem] = []  # noqa: RUF012
     board_workflow_id: str = ""
     board_columns: list[BoardColumn] = []  # noqa: RUF012
     board_notice: str = ""
@@ -302,6 +305,7 @@ class AppState(rx.State):
         self._touch_flow()
         self._workflow_items = workflow_items(boot)
         self.workflows = self._workflow_items
+        self.workspaces = workspace_items(boot)
         fresh = {t["id"]: t for t in boot.get("tasks", [])}
         held = self._tasks
         self._tasks = {

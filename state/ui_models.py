@@ -145,6 +145,18 @@ class StepItem:
 
 
 @dataclass
+class WorkspaceItem:
+    id: str
+    name: str
+
+
+def workspace_items(boot: Mapping[str, Any]) -> list[WorkspaceItem]:
+    """The caller's workspaces by name (where a new task may go)."""
+    items = [WorkspaceItem(w["id"], _text(w.get("name"))) for w in boot.get("workspaces", [])]
+    return sorted(items, key=lambda w: (w.name.casefold(), w.id))
+
+
+@dataclass
 class WorkflowItem:
     id: str
     workspace_id: str

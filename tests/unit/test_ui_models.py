@@ -42,6 +42,7 @@ from state.ui_models import (
     transcript_order,
     upsert_message,
     workflow_items,
+    workspace_items,
 )
 
 BOOT: dict[str, Any] = {
@@ -126,6 +127,13 @@ def test_workflows_sorted_by_workspace_with_steps_in_position_order() -> None:
     items = workflow_items(BOOT)
     assert [w.workspace_name for w in items] == ["Acme", "Platform"]
     assert [s.name for s in items[0].steps] == ["Backlog", "Done"]
+
+
+def test_workspaces_for_new_tasks_are_listed_once_by_name() -> None:
+    assert [(w.id, w.name) for w in workspace_items(BOOT)] == [
+        ("ws-a", "Acme"),
+        ("ws-b", "Platform"),
+    ]
 
 
 def test_rows_carry_step_workspace_and_the_summary_pending_action() -> None:
