@@ -60,3 +60,10 @@ async def _truncate(engine: AsyncEngine) -> None:
         else:
             for name in tables:
                 await conn.execute(text(f"DELETE FROM {name}"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Browser tests run last. Playwright's sync API keeps its own event loop running on the
+    main thread for the whole session once a browser starts, and pytest-asyncio cannot start
+    a test loop next to it; running them last also gives the fast levels' verdict first."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
