@@ -11,6 +11,10 @@ Routes: ``/`` (desktop: sidebar + task view; phone: task list + bottom navigatio
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
 import reflex as rx
 
 from backend.api.app import create_api
@@ -18,7 +22,8 @@ from backend.db.engine import get_engine
 from backend.runtime import Runtime
 from components.layout import page
 from state.app_state import AppState
-from state.backend_ref import set_connection_probe, set_runtime
+from state.backend_ref import set_connection_probe, set_runtime, set_state_access
+from state.live import WATCHERS
 
 _DESCRIPTION = "Hand tasks to coding agents and answer the questions they ask."
 
@@ -32,13 +37,33 @@ app = rx.App(
 app.register_lifespan_task(runtime.lifespan)
 
 
+@asynccontextmanager
+async def _live_updates() -> AsyncIterator[None]:
+    """Live-update watchers are plain tasks: cancel them when the app stops."""
+    try:
+        yield
+    finally:
+        await WATCHERS.stop_all()
+
+
+app.register_lifespan_task(_live_updates)
+
+
 def _connected(client_token: str) -> bool:
     """Whether a tab with this token has a live socket (live-update watchers stop otherwise)."""
     namespace = app.event_namespace
     return namespace is None or client_token in namespace.token_to_sid
 
 
+@asynccontextmanager
+async def _tab_state(client_token: str, state_cls: type[Any]) -> AsyncIterator[Any]:
+    """One tab's ``state_cls`` under its lock; the delta goes to the browser on exit."""
+    async with app.modify_state(rx.BaseStateToken(ident=client_token, cls=state_cls)) as root:
+        yield await root.get_state(state_cls)
+
+
 set_connection_probe(_connected)
+set_state_access(_tab_state)
 
 
 def index() -> rx.Component:

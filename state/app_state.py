@@ -7,7 +7,7 @@ built from (backend vars, ``_``-prefixed), and event handlers that do I/O throug
 - task activation: :class:`~state.activation.ActivationFlow` decides (``begin`` before the
   forced session load, ``settle`` after it); :meth:`AppState._run_effects` only executes the
   decision's effects in order (release layout → clear session → open route → close sheet);
-- live updates: :meth:`AppState.watch_events` (one per browser tab, bounded) applies bus
+- live updates: :func:`ensure_watcher` (one asyncio task per browser tab, bounded) applies bus
   events: the revisioned session projection first (S05), then what
   :func:`~state.ui_models.plan_event` says to re-read.
 
@@ -17,6 +17,8 @@ client's state lock: a newer activation can start (and supersede the older one) 
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -39,8 +41,8 @@ from state.activation import (
     TaskSummary,
     sessions_from_json,
 )
-from state.backend_ref import get_runtime, is_connected
-from state.live import INFLIGHT, WATCHERS, next_batch
+from state.backend_ref import get_runtime, is_connected, tab_state
+from state.live import INFLIGHT, WATCHERS, WatchHandle, next_batch
 from state.ui_models import (
     BOARD,
     BUSY_SESSION_STATES,
@@ -148,6 +150,50 @@ async def _read_for(plan: EventPlan, view: ViewRef) -> EventReads:
     if plan.reload_messages and view.session_id:
         reads.messages = await attempt("messages", gateway.messages(view.session_id))
     return reads
+
+
+def ensure_watcher(token: str) -> None:
+    """Start live updates for a tab unless they already run.
+
+    The watcher is a plain asyncio task, not a Reflex background handler: Reflex cancels a
+    page-load's chained events when the tab navigates, which would silently stop live updates
+    mid-read. It applies changes through ``app.modify_state`` (which sends the delta) and is
+    bounded by :data:`~state.live.WATCHERS` (ends when its tab is gone, cancelled at shutdown).
+    An empty ``contextvars.Context`` keeps the triggering event's context out of it.
+    """
+    if WATCHERS.running(token):
+        return
+    handle = WATCHERS.claim(token)
+    if handle is None:
+        log.warning("live updates refused for a tab: watcher limit reached")
+        return
+    handle.task = asyncio.create_task(_watch(handle), context=contextvars.Context())
+
+
+async def _watch(handle: WatchHandle) -> None:
+    """Apply the backend's bus events to one tab for as long as it is connected."""
+    token = handle.token
+    try:
+        async with get_runtime().bus.subscribe() as queue:
+            while WATCHERS.keep_going(handle, is_connected):
+                batch = await next_batch(queue, WATCH_POLL_S)
+                if not batch:
+                    continue
+                await failpoints.hit(UI_EVENTS_FAULT)
+                async with tab_state(token, AppState) as state:
+                    plan, view = state._apply_events(batch)
+                if not plan.needs_io:
+                    continue
+                reads = await _read_for(plan, view)
+                async with tab_state(token, AppState) as state:
+                    state._apply_reads(plan, view, reads)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("live updates for a tab failed; the next page load restarts them")
+    finally:
+        WATCHERS.release(handle)
+        log.debug("live updates stopped for a tab; %d watchers left", len(WATCHERS))
 
 
 class AppState(rx.State):
@@ -515,7 +561,7 @@ class AppState(rx.State):
     # -- page load -----------------------------------------------------------------------------
 
     @rx.event
-    async def load_page(self) -> AsyncIterator[Any]:
+    async def load_page(self) -> None:
         """Every route's ``on_load``: start live updates, then load what the URL names.
 
         A navigation this tab's own activation just made is not reloaded (the activation
@@ -523,8 +569,7 @@ class AppState(rx.State):
         """
         route = parse_route(self.router.url.path)
         self.route_kind = route.kind
-        if not WATCHERS.running(self._client_token()):
-            yield AppState.watch_events
+        ensure_watcher(self._client_token())
         path = self.router.url.path.rstrip("/") or "/"
         if self._expect_path and path == self._expect_path and self.loaded:
             self._expect_path = ""
@@ -787,37 +832,6 @@ class AppState(rx.State):
         yield
 
     # -- live updates ----------------------------------------------------------------------------
-
-    @rx.event(background=True)
-    async def watch_events(self) -> None:
-        """Apply the backend's bus events to this tab for as long as it is connected.
-
-        One watcher per tab (a newer one replaces it), ended when the tab has been gone for
-        the grace period: Reflex does not cancel background handlers on disconnect.
-        """
-        async with self:
-            token = self._client_token()
-        handle = WATCHERS.claim(token)
-        if handle is None:
-            log.warning("live updates refused for a tab: watcher limit reached")
-            return
-        try:
-            async with get_runtime().bus.subscribe() as queue:
-                while WATCHERS.keep_going(handle, is_connected):
-                    batch = await next_batch(queue, WATCH_POLL_S)
-                    if not batch:
-                        continue
-                    await failpoints.hit(UI_EVENTS_FAULT)
-                    async with self:
-                        plan, view = self._apply_events(batch)
-                    if not plan.needs_io:
-                        continue
-                    reads = await _read_for(plan, view)
-                    async with self:
-                        self._apply_reads(plan, view, reads)
-        finally:
-            WATCHERS.release(handle)
-            log.debug("live updates stopped for a tab; %d watchers left", len(WATCHERS))
 
     def _apply_events(self, batch: list[Any]) -> tuple[EventPlan, ViewRef]:
         """In-memory part of a batch: projections first (S05), summaries (newer only),

@@ -66,6 +66,8 @@ class WatchHandle:
     serial: int
     #: Monotonic time the tab was last seen connected.
     seen_at: float = field(default_factory=time.monotonic)
+    #: The watcher's task (kept here so it is not garbage-collected, and for shutdown).
+    task: asyncio.Task[Any] | None = None
 
 
 class Watchers:
@@ -88,7 +90,8 @@ class Watchers:
         return handle
 
     def running(self, token: str) -> bool:
-        return token in self._handles
+        handle = self._handles.get(token)
+        return handle is not None and (handle.task is None or not handle.task.done())
 
     def keep_going(
         self, handle: WatchHandle, connected: Callable[[str], bool], now: float | None = None
@@ -106,6 +109,14 @@ class Watchers:
     def release(self, handle: WatchHandle) -> None:
         if self._handles.get(handle.token) is handle:
             del self._handles[handle.token]
+
+    async def stop_all(self) -> None:
+        """Cancel every watcher (app shutdown) and wait for them to end."""
+        tasks = [h.task for h in self._handles.values() if h.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._handles.clear()
 
     def __len__(self) -> int:
         return len(self._handles)

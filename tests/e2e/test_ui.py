@@ -402,6 +402,10 @@ def test_new_task_then_start_session_reaches_the_agent(
 
     composer = desktop.locator("#composer")
     composer.fill("/reply Second turn done.")
+    # The first turn is over on the server, and live updates told this tab so.
+    (session,) = api.sessions(task["id"])
+    api.idle(session["id"], task["id"])
+    expect(desktop.get_by_text("The agent is working…")).to_have_count(0)
     desktop.get_by_role("button", name="Send").click()
     expect(transcript).to_contain_text("Second turn done.", timeout=20_000)
 

@@ -105,3 +105,21 @@ async def test_next_batch_drains_what_is_queued_or_times_out() -> None:
         queue.put_nowait(n)
     assert await next_batch(queue, 1, limit=3) == [0, 1, 2]
     assert await next_batch(queue, 1) == [3, 4]
+
+
+async def test_a_finished_watcher_does_not_count_as_running_and_shutdown_cancels_the_rest() -> None:
+    watchers = Watchers()
+    done = watchers.claim("done-tab")
+    live = watchers.claim("live-tab")
+    assert done is not None and live is not None
+
+    async def finish() -> None:
+        return None
+
+    done.task = asyncio.ensure_future(finish())
+    await done.task
+    live.task = asyncio.ensure_future(asyncio.sleep(30))
+    assert not watchers.running("done-tab")  # a crashed or ended watcher may be restarted
+    assert watchers.running("live-tab")
+    await watchers.stop_all()
+    assert live.task.cancelled() and len(watchers) == 0
