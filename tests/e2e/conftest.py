@@ -1,11 +1,14 @@
-"""Browser tests against the real app: ``reflex run --env prod`` on one free port.
+"""Browser tests against the real app: ``reflex run --env prod`` on a free port.
 
-One app server per test session, on its own SQLite database (migrated and seeded by the
-project's CLI) and its own Reflex build directory, so a ``scripts/run`` instance in the same
-checkout is neither rebuilt nor disturbed. The mock agent (agentctl stand-in) runs beside it, so
-sessions, questions and answers work end to end; the test API is on (fault points, the agent's
-prompt record). The browser is the system Chromium (Playwright's own download needs the open
-internet); without it these tests are skipped, or fail under CI=true.
+Each test module gets its own database, once on SQLite and once on PostgreSQL (migrated and
+seeded by the project's CLI), its own mock agent (agentctl stand-in) and its own app server
+(``tests/e2e/server.py``), so sessions, questions and answers work end to end and no module
+sees another's data. The test API is on (fault points, the agent's prompt record). All servers
+of a run share one Reflex build directory outside the checkout, so a ``scripts/run`` instance in
+the same checkout is neither rebuilt nor disturbed. A failing test keeps a screenshot of every
+open page and the app's log under ``tests/artifacts/failures/``. The browser is the system
+Chromium (Playwright's own download needs the open internet); without it these tests are
+skipped, or fail under CI=true.
 """
 
 from __future__ import annotations
@@ -14,29 +17,28 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
+import re
 import shutil
-import signal
-import subprocess
-import sys
 import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Browser, expect
 
 from backend.catalog import WorkspaceView, list_workspaces_with_tasks
 from backend.db.engine import create_engine
+from tests import postgres
+from tests.conftest import BACKENDS
+from tests.e2e.api import Api
+from tests.e2e.server import PROJECT_ROOT, AppDidNotStart, AppServer, prepare_database
 from tests.processes import MockAgentProcess, free_port
 
 T = TypeVar("T")
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS_DIR = PROJECT_ROOT / "tests" / "artifacts"
+FAILURES_DIR = ARTIFACTS_DIR / "failures"
 CHROMIUM = Path("/usr/bin/chromium")
 #: Without the networking flags Chromium floods a closed network with refused connections.
 CHROMIUM_ARGS = [
@@ -47,8 +49,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-#: The first production build of a fresh checkout installs the frontend packages.
-START_TIMEOUT_S = float(os.environ.get("KANDEV_E2E_START_TIMEOUT", "180"))
 
 expect.set_options(timeout=15_000)
 
@@ -79,14 +79,6 @@ def artifacts_dir() -> Path:
     return ARTIFACTS_DIR
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except (OSError, urllib.error.URLError):
-        return False
-
-
 class _LoopThread:
     """An event loop on its own thread for async helpers (the mock agent process) that must
     outlive one call: Playwright's sync API owns the main thread's loop."""
@@ -106,128 +98,134 @@ class _LoopThread:
 
 
 @pytest.fixture(scope="session")
-def mock_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockAgentProcess]:
-    """The mock agent process the app dispatches prompts to (stopped with its group)."""
+def _async_helpers() -> Iterator[_LoopThread]:
     loop = _LoopThread()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def e2e_database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A fresh database per test module and kind, migrated and seeded through the CLI."""
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("e2e-db") / "e2e.db"
+        url = f"sqlite+aiosqlite:///{path}"
+        _prepare(url)
+        yield url
+        return
+    with postgres.scratch_database(postgres.server_url(request)) as url:
+        _prepare(url)
+        yield url
+
+
+def _prepare(url: str) -> None:
+    try:
+        prepare_database(url)
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def mock_agent(
+    _async_helpers: _LoopThread, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[MockAgentProcess]:
+    """The mock agent process the app dispatches prompts to (stopped with its group)."""
     agent = MockAgentProcess(tmp_path_factory.mktemp("e2e-agent") / "state")
     try:
-        loop.run(agent.start())
+        _async_helpers.run(agent.start())
         yield agent
     finally:
         with contextlib.suppress(Exception):
-            loop.run(agent.stop())
-        loop.close()
-
-
-def _server_env(tmp: Path, database_url: str, agent_url: str, public_url: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        KANDEV_AGENTCTL_URL=agent_url,
-        KANDEV_PUBLIC_URL=public_url,
-        KANDEV_TEST_API="1",
-        KANDEV_AGENTCTL_ACK_TIMEOUT_S="5",
-        KANDEV_DATABASE_URL=database_url,
-        REFLEX_WEB_WORKDIR=str(tmp / "web"),
-        REFLEX_STATES_WORKDIR=str(tmp / "states"),
-        REFLEX_TELEMETRY_ENABLED="false",
-        REFLEX_CHECK_LATEST_VERSION="false",
-    )
-    # bun from scripts/bootstrap, for runs that did not go through scripts/test.
-    tools_bin = PROJECT_ROOT / ".tools" / "node_modules" / ".bin"
-    if (tools_bin / "bun").exists():
-        env["PATH"] = f"{tools_bin}{os.pathsep}{env.get('PATH', '')}"
-        env["REFLEX_USE_SYSTEM_BUN"] = "1"
-    return env
-
-
-def _tail(path: Path, lines: int = 120) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the server and everything it started (bun, granian workers): its process group."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=20)
-    # Whatever is left of the group (a stuck leader, a stray worker) goes now.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+            _async_helpers.run(agent.stop())
 
 
 @pytest.fixture(scope="session")
-def e2e_database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A fresh SQLite database, migrated and seeded through the CLI the run script uses."""
-    path = tmp_path_factory.mktemp("e2e-db") / "e2e.db"
-    url = f"sqlite+aiosqlite:///{path}"
-    env = {**os.environ, "KANDEV_DATABASE_URL": url}
-    for command in ("migrate", "seed"):
-        result = subprocess.run(
-            [sys.executable, "-m", "backend.cli", command],
-            cwd=PROJECT_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            pytest.fail(f"backend.cli {command} failed:\n{result.stdout}\n{result.stderr}")
-    return url
+def e2e_web_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One Reflex build directory for the run: later app starts reuse its packages."""
+    web = tmp_path_factory.mktemp("e2e-web") / "web"
+    yield web
+    shutil.rmtree(web, ignore_errors=True)  # the build (~150 MB)
 
 
-@pytest.fixture(scope="session")
-def app_url(
+@pytest.fixture(scope="module")
+def app_server(
     e2e_database_url: str,
     mock_agent: MockAgentProcess,
+    e2e_web_dir: Path,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[str]:
-    """The base URL of the app, served in prod mode (UI, websocket and /api on one port)."""
-    tmp = tmp_path_factory.mktemp("e2e-app")
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    log_path = tmp / "reflex.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "reflex", "run", "--env", "prod"),
-                # Prod mode insists both ports are the same: it serves everything on one.
-                *("--frontend-port", str(port), "--backend-port", str(port)),
-                *("--backend-host", "127.0.0.1"),
-            ],
-            cwd=PROJECT_ROOT,
-            env=_server_env(tmp, e2e_database_url, mock_agent.url, base_url),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+) -> Iterator[AppServer]:
+    """The app in prod mode (UI, websocket and /api on one port) for one test module."""
+    server = AppServer(
+        database_url=e2e_database_url,
+        agent_url=mock_agent.url,
+        port=free_port(),
+        web_dir=e2e_web_dir,
+        work_dir=tmp_path_factory.mktemp("e2e-app"),
+    )
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not (_answers(f"{base_url}/ping") and _answers(f"{base_url}/")):
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"the app exited ({proc.returncode}) before answering; its log:\n"
-                    + _tail(log_path),
-                    pytrace=False,
-                )
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"the app did not answer on {base_url} within {START_TIMEOUT_S:.0f} s; "
-                    "its log:\n" + _tail(log_path),
-                    pytrace=False,
-                )
-            time.sleep(0.5)
-        yield base_url
+        server.start()
+    except AppDidNotStart as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
     finally:
-        _stop(proc)
-        shutil.rmtree(tmp / "web", ignore_errors=True)  # the build (~150 MB); the log stays
+        server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
+def app_url(app_server: AppServer) -> str:
+    return app_server.url
+
+
+@pytest.fixture(scope="module")
+def api(app_url: str) -> Iterator[Api]:
+    client = Api(app_url)
+    yield client
+    client.close()
+
+
+# -- failure artifacts ------------------------------------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """On a failing e2e test, keep a screenshot of every open page and the app's log.
+
+    Taken here, while the test's browser contexts are still open (fixture teardown closes
+    them right after); the folder is named in the test's report.
+    """
+    report = yield
+    if report.failed and report.when in ("setup", "call"):
+        folder = _keep_failure_artifacts(item)
+        if folder is not None:
+            report.sections.append(("e2e artifacts", str(folder)))
+    return report
+
+
+def _keep_failure_artifacts(item: pytest.Item) -> Path | None:
+    values = getattr(item, "funcargs", {})
+    browsers = [v for v in values.values() if isinstance(v, Browser)]
+    server = values.get("app_server")
+    if not browsers and not isinstance(server, AppServer):
+        return None
+    folder = FAILURES_DIR / re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)[-150:]
+    folder.mkdir(parents=True, exist_ok=True)
+    shot = 0
+    for browser in browsers:
+        for context in browser.contexts:
+            for page in context.pages:
+                shot += 1
+                with contextlib.suppress(Exception):  # a crashed page must not hide the failure
+                    page.screenshot(path=folder / f"page-{shot}.png", full_page=True)
+    if isinstance(server, AppServer):
+        with contextlib.suppress(OSError):
+            shutil.copyfile(server.log_path, folder / "app.log")
+    return folder
+
+
+@pytest.fixture(scope="module")
 def seeded_workspaces(e2e_database_url: str) -> list[WorkspaceView]:
     """What the page should show, read through the backend's own read model.
 
