@@ -852,7 +852,7 @@ class AppState(rx.State):
                     self._tasks = {**self._tasks, tid: updated}
             elif kind == "task.status_summary.invalidated":
                 tid = data.get("task_id", "")
-                updated = invalidate_summary(self._tasks.get(tid))
+                updated = invalidate_summary(self._tasks.get(tid), data.get("stale_revision"))
                 if updated is not None:
                     touched_tasks[tid] = updated
                     self._tasks = {**self._tasks, tid: updated}

@@ -332,10 +332,18 @@ def apply_summary(
     return {**current, "status_summary": dict(summary)}
 
 
-def invalidate_summary(current: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def invalidate_summary(
+    current: Mapping[str, Any] | None, stale_revision: Any = None
+) -> dict[str, Any] | None:
     """``task.status_summary.invalidated``: drop the held summary (the server could not repair
-    it; the next read brings the authoritative value)."""
+    it; the next read brings the authoritative value) -- unless the held one is newer than the
+    ``stale_revision`` the server gave up on: a live summary that overtook the failed repair
+    must not be erased by it. ``None`` when nothing changes."""
     if current is None or current.get("status_summary") is None:
+        return None
+    held = summary_revision(current)
+    known_stale = isinstance(stale_revision, int) and not isinstance(stale_revision, bool)
+    if held is not None and known_stale and held > stale_revision:
         return None
     return {**current, "status_summary": None}
 

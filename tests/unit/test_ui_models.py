@@ -228,6 +228,18 @@ def test_invalidation_event_drops_the_held_summary() -> None:
     assert invalidate_summary(None) is None
 
 
+def test_invalidation_event_cannot_erase_a_newer_live_summary() -> None:
+    # The server gave up repairing revision 5; a live summary at 6 already overtook it.
+    assert invalidate_summary(task("t1", revision=6), stale_revision=5) is None
+    # The held summary is the stale one (or older): it goes.
+    for held in (5, 4):
+        dropped = invalidate_summary(task("t1", revision=held), stale_revision=5)
+        assert dropped is not None and dropped["status_summary"] is None
+    # A malformed stale_revision cannot protect anything: drop, and the next read decides.
+    dropped = invalidate_summary(task("t1", revision=6), stale_revision="6")
+    assert dropped is not None and dropped["status_summary"] is None
+
+
 # -- sessions --------------------------------------------------------------------------------
 
 
@@ -513,6 +525,8 @@ def test_events_of_other_tasks_only_mark_their_cached_session_lists_stale() -> N
 def test_task_events_reload_the_task() -> None:
     for kind in ("task.created", "task.updated", "task.status_summary.invalidated"):
         assert plan(kind, {"task_id": "t5"}).reload_tasks == {"t5"}
+    deleted = plan("task.deleted", {"task_id": "t5"})
+    assert deleted.reload_tasks == {"t5"} and deleted.stale_session_lists == {"t5"}
     assert not plan("task.status_summary.updated", {"task_id": "t5"}).needs_io
 
 
