@@ -25,6 +25,8 @@ class Failpoint:
     count: int | None = None
     released: asyncio.Event = field(default_factory=asyncio.Event)
     hits: int = 0
+    #: Hits currently held by a ``hold`` (a cancelled waiter no longer counts).
+    waiting: int = 0
 
 
 _points: dict[str, Failpoint] = {}
@@ -49,7 +51,13 @@ def clear_all() -> None:
 
 def listing() -> dict[str, dict[str, object]]:
     return {
-        name: {"action": p.action, "ms": p.ms, "count": p.count, "hits": p.hits}
+        name: {
+            "action": p.action,
+            "ms": p.ms,
+            "count": p.count,
+            "hits": p.hits,
+            "waiting": p.waiting,
+        }
         for name, p in _points.items()
     }
 
@@ -78,6 +86,10 @@ async def hit(name: str) -> None:
     if point.action == "delay":
         await asyncio.sleep(point.ms / 1000)
     elif point.action == "hold":
-        await point.released.wait()
+        point.waiting += 1
+        try:
+            await point.released.wait()
+        finally:
+            point.waiting -= 1
     elif point.action == "crash":
         os.kill(os.getpid(), signal.SIGKILL)

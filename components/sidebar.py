@@ -2,7 +2,8 @@
 
 Locators for tests: ``#task-row-<id>`` (a button named after the task), with the
 ``Pending question`` image only when the task's summary advertises an action; phone sheets reuse
-the rows as ``#sheet-task-row-<id>``.
+the rows as ``#sheet-task-row-<id>``. The list (``[data-testid=task-groups]``) is
+``aria-busy="true"`` while a task activation of the tab is in flight.
 """
 
 from __future__ import annotations
@@ -125,6 +126,9 @@ def task_groups(
                     direction="column",
                     spacing="4",
                     width="100%",
+                    # "true" while a task activation of this tab is in flight (tests wait on it).
+                    aria_busy=rx.cond(AppState.activating_task_id != "", "true", "false"),
+                    data_testid="task-groups",
                 ),
                 rx.text("No tasks yet.", size="2", color_scheme="gray", padding=space(3)),
             ),

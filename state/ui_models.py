@@ -677,7 +677,7 @@ class EventPlan:
     (projection, summaries, transcript rows) and performs the reads afterwards.
     """
 
-    #: Tasks to re-read (created, moved, summary invalidated).
+    #: Tasks to re-read (created, moved, deleted, summary invalidated).
     reload_tasks: set[str] = field(default_factory=set)
     #: The active task's session list changed (states, new sessions).
     reload_sessions: bool = False
@@ -728,6 +728,12 @@ def plan_event(
     if event_type in ("task.created", "task.updated", "task.status_summary.invalidated"):
         if task_id:
             plan.reload_tasks.add(task_id)
+        return plan
+    if event_type == "task.deleted":
+        # Re-read, not trusted: a task the read no longer finds leaves the projections.
+        if task_id:
+            plan.reload_tasks.add(task_id)
+            plan.stale_session_lists.add(task_id)
         return plan
     if event_type in MESSAGE_EVENTS or event_type in TURN_EVENTS or event_type == "session.updated":
         if task_id:

@@ -53,6 +53,9 @@ SEED = int(os.environ.get("KANDEV_FUZZ_SEED", "0"))
 #: trusted party, not bad input from a client.
 INTERNAL_PREFIXES = ("/api/v1/_test/", "/api/v1/_agent/")
 
+#: Operations that remove a scene task with everything of it: sent after all the others.
+SCENE_DESTROYING = frozenset({"DELETE /api/v1/tasks/{task_id}"})
+
 JSON = "application/json"
 ABSENT = object()
 BUSY = {SessionState.CREATED, SessionState.STARTING, SessionState.RUNNING}
@@ -443,8 +446,9 @@ def generate(ops: list[Operation], ids: dict[str, list[str]]) -> list[Req]:
     requests: list[Req] = []
     for op in ops:
         collector(op, ids, requests)()
-    # Junk first, while the scene is intact; schema-shaped requests may consume it.
-    return sorted(requests, key=lambda r: r.kind != "junk")
+    # Junk first, while the scene is intact; schema-shaped requests may consume it. Deleting
+    # a task removes a whole task of the scene at once, so those requests go last.
+    return sorted(requests, key=lambda r: (r.op in SCENE_DESTROYING, r.kind != "junk"))
 
 
 def collector(op: Operation, ids: dict[str, list[str]], into: list[Req]) -> Any:

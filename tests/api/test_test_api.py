@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import httpx
 
+from backend import failpoints
 from backend.api.app import create_api
 from backend.config import Settings
 from backend.runtime import Runtime
 from tests.api.helpers import answer_all, detached_bundle, respond
+from tests.processes import eventually
 
 
 async def test_fault_points_are_set_listed_and_cleared(live):
@@ -54,3 +59,29 @@ async def test_test_routes_do_not_exist_without_the_flag(engine):
         response = await client.get("/api/v1/_test/failpoints")
     await runtime.stop()
     assert response.status_code == 404
+
+
+async def test_a_held_fault_point_lists_its_waiters_and_forgets_cancelled_ones(live):
+    put = await live.http.put(
+        "/api/v1/_test/failpoints/sessions.list", json={"action": "hold", "count": 1}
+    )
+    assert put.status_code == 204
+    held = asyncio.ensure_future(failpoints.hit("sessions.list"))
+    passed = asyncio.ensure_future(failpoints.hit("sessions.list"))  # count used up: no hold
+    await passed
+
+    def listed() -> Any:
+        return failpoints.listing()["sessions.list"]
+
+    await eventually(listed, lambda p: p["waiting"] == 1)
+    assert listed()["hits"] == 1
+    held.cancel()  # an aborted load stops waiting at once
+    await eventually(listed, lambda p: p["waiting"] == 0)
+    body = (await live.http.get("/api/v1/_test/failpoints")).json()["failpoints"]
+    assert body["sessions.list"] == {
+        "action": "hold",
+        "ms": 0,
+        "count": 0,
+        "hits": 1,
+        "waiting": 0,
+    }

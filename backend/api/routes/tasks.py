@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from sqlalchemy import and_, select
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -23,6 +23,7 @@ from backend.errors import NotFound
 from backend.events import Event
 from backend.models import Workflow, WorkflowStep, Workspace
 from backend.runtime import Runtime
+from backend.tasks import delete_task as delete_task_tx
 from backend.workflow import create_task as insert_task
 from backend.workflow import move_task as move_task_tx
 
@@ -121,6 +122,19 @@ async def move_visible_task(
     return await one_task_view(runtime, task_id)
 
 
+async def delete_visible_task(runtime: Runtime, caller: Caller, task_id: str) -> None:
+    """Delete a visible task and everything of it in one write transaction, then announce
+    ``task.deleted`` (REST and UI). 404 when missing or invisible; 409 ``task_busy`` while
+    work for it is in flight (:mod:`backend.tasks`)."""
+    async with write_tx(runtime.engine) as conn:
+        await visible_task(conn, caller, task_id)
+        deleted = await delete_task_tx(conn, task_id)
+    await _announce(
+        runtime,
+        Event("task.deleted", {"task_id": deleted.task_id, "workspace_id": deleted.workspace_id}),
+    )
+
+
 @router.post("/tasks", status_code=201)
 async def create_task(body: CreateTaskBody, runtime: RuntimeDep, caller: CallerDep) -> Any:
     """A new task in the first step (Backlog) of its workflow. Without ``workflow_id`` the
@@ -148,6 +162,15 @@ async def move_task(
     (:func:`backend.workflow.move_task`).
     """
     return await move_visible_task(runtime, caller, task_id, body.workflow_step_id)
+
+
+@router.delete("/tasks/{task_id}", status_code=204)
+async def delete_task(task_id: str, runtime: RuntimeDep, caller: CallerDep) -> Response:
+    """Delete the task with its sessions, turns, messages and summary: 204. 404 when missing
+    or not visible; 409 ``task_busy`` (with the busy ``session_ids``, nothing deleted) while a
+    session works on a turn, an answer is being delivered or a detached resume is in flight."""
+    await delete_visible_task(runtime, caller, task_id)
+    return Response(status_code=204)
 
 
 async def boot_payload(runtime: Runtime, caller: Caller) -> dict[str, Any]:
