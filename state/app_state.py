@@ -924,6 +924,12 @@ class AppState(rx.State):
                     for tid in plan.reload_tasks
                 }
             )
+            if self.active_task_id in plan.reload_tasks and self.active_task_id not in self._tasks:
+                # The open task was deleted (or hidden): none of its panels stay on screen.
+                self._release_layout()
+                self.active_session_id = ""
+                self._tab_sessions = []
+                self.tabs = []
         if reads.sessions is not None and view.task_id == self.active_task_id:
             self._set_tab_sessions(view.task_id, reads.sessions)
         changed = reads.messages is not None or reads.bundles is not None

@@ -22,7 +22,7 @@ from state.activation import (
     Reason,
     ReleaseLayout,
 )
-from state.app_state import AppState
+from state.app_state import AppState, EventReads
 from state.gateway import ActivationLoad
 
 TASK = "t1"
@@ -315,3 +315,26 @@ def test_a_bundle_read_older_than_a_discovery_event_is_dropped() -> None:
     assert state._bundles == []
     state._apply_session_view(newer_view, [], [])  # the discovery read the event asked for
     assert state._bundles == [] and not state.has_bundle
+
+
+def test_a_deleted_task_leaves_the_rows_and_the_open_view() -> None:
+    state = opened_secondary()
+    state._messages = [question_message("m1")]
+    plan, view = state._apply_events([Event("task.deleted", {"task_id": TASK})])
+    assert plan.reload_tasks == {TASK} and TASK in plan.stale_session_lists
+    assert state.rows  # the event alone is not truth: the re-read decides
+
+    state._apply_reads(plan, view, EventReads(tasks={}))  # the read no longer finds it
+
+    assert state.rows == [] and state.groups == []
+    assert (state.active_task_id, state.active_session_id) == (TASK, "")
+    assert state.tabs == [] and state.messages == [] and state._tab_sessions == []
+    assert TASK not in state._session_cache
+
+
+def test_a_deleted_task_event_for_a_task_that_still_exists_changes_nothing() -> None:
+    state = opened_secondary()
+    plan, view = state._apply_events([Event("task.deleted", {"task_id": TASK})])
+    state._apply_reads(plan, view, EventReads(tasks={TASK: task_json()}))
+    assert [r.id for r in state.rows] == [TASK]
+    assert state.active_session_id == "secondary"
