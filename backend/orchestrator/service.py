@@ -126,8 +126,15 @@ class Orchestrator:
         now = utcnow()
         session_id = new_id()
         async with write_tx(self.engine) as conn:
+            # FOR KEY SHARE (PostgreSQL): a concurrent task deletion holds the row FOR UPDATE;
+            # waiting here means we then see it gone (404) instead of failing the session's
+            # foreign key (500). SQLite's write transaction already serialises the two.
             exists = (
-                await conn.execute(select(tasks.c.id).where(tasks.c.id == task_id))
+                await conn.execute(
+                    select(tasks.c.id)
+                    .where(tasks.c.id == task_id)
+                    .with_for_update(read=True, key_share=True)
+                )
             ).scalar_one_or_none()
             if exists is None:
                 raise NotFound("no such task")

@@ -13,12 +13,13 @@ import json
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 
 from backend import failpoints
 from backend.authority.sql import messages, sessions, tasks, turns
 from backend.db.engine import read_tx, write_tx
 from backend.models import TaskStatusSummary
+from backend.tasks import delete_task
 from backend.vocabulary import MessageType, SessionState
 from tests.api.helpers import (
     agent_replies,
@@ -234,3 +235,33 @@ async def test_an_idle_session_with_a_terminal_request_is_deletable(live):
     await world.message(world.session_id, world.turn_id, MessageType.MESSAGE)
     assert (await delete(live, world.last_task_id)).status_code == 204
     assert set((await rows_of(live, world.last_task_id)).values()) == {0}
+
+
+async def test_a_session_started_while_its_task_is_deleted_gets_a_404(live):
+    """The session insert waits for the deletion's lock, then finds no task: 404, not a
+    foreign-key failure (500). PostgreSQL only: SQLite serialises write transactions, and on
+    PostgreSQL the waiting request is visible in ``pg_stat_activity``."""
+    if live.runtime.engine.dialect.name != "postgresql":
+        pytest.skip("row locks are a PostgreSQL matter; SQLite serialises writers")
+    task, session = await start_session(live, "/reply done")
+    await idle(live, task, session)
+    async with write_tx(live.runtime.engine) as conn:
+        await delete_task(conn, task)  # locked and deleted, not yet committed
+        start = asyncio.create_task(
+            live.http.post(f"/api/v1/tasks/{task}/task-sessions", json={"prompt": "late"})
+        )
+
+        async def waiting_on_the_lock() -> bool:
+            async with live.runtime.engine.connect() as other:
+                waits = await other.execute(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                    )
+                )
+                return waits.scalar_one() > 0
+
+        await eventually(waiting_on_the_lock)
+    response = await start
+    assert response.status_code == 404, response.text
+    assert set((await rows_of(live, task)).values()) == {0}
