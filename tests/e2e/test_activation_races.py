@@ -13,6 +13,8 @@ load of an activation waits at the server), server state polled through the test
   load applies the newer truth, and nothing of the first one ever shows.
 - S41: the task being activated is deleted while its load is held; when the load settles, the
   selected task and session stay exactly as they were, and the deleted task's row is gone.
+- S14: from an open session, a pending task whose owner vanishes during its held load falls
+  back to its task-only route, and the outgoing session's layout never shows under it.
 
 "Nothing flips" is checked over the tab's whole history, not only at the end: every redirect
 the server sends over the Reflex websocket is recorded, and so is every navigation of the page
@@ -363,3 +365,66 @@ def test_a_task_deleted_during_its_load_leaves_the_selection_unchanged(
     expect(transcript).to_contain_text("Kept.")
     expect(surface.page.locator("main")).not_to_contain_text("Task not found")
     assert re.search(rf"/sessions/{kept_session['id']}$", surface.page.url)
+
+
+# -- S14 ------------------------------------------------------------------------------------
+
+#: Flags any moment the page shows task B's heading together with task A's transcript: the
+#: outgoing session layout outliving the switch to the fallback task route.
+_WATCH_MIXED_LAYOUT = """
+([incomingTitle, outgoingText]) => {
+  window.__mixedLayout = false;
+  const check = () => {
+    const heading = document.querySelector('main h2');
+    const transcript = document.getElementById('transcript');
+    if (heading && heading.textContent.includes(incomingTitle)
+        && transcript && transcript.textContent.includes(outgoingText)) {
+      window.__mixedLayout = true;
+    }
+  };
+  new MutationObserver(check).observe(document.body,
+    {subtree: true, childList: true, characterData: true});
+}
+"""
+
+
+@pytest.mark.scenario("S14")
+@pytest.mark.usefixtures("held_loads")
+def test_the_fallback_releases_the_outgoing_session_layout(surface: Surface, api: Api) -> None:
+    outgoing = api.post("/tasks", {"title": unique(f"S14 open {surface.kind}")})
+    outgoing_session = api.post(
+        f"/tasks/{outgoing['id']}/task-sessions", {"prompt": "/reply Outgoing transcript."}
+    )
+    api.idle(outgoing_session["id"], outgoing["id"])
+    pending = api.pending_task(unique(f"S14 pending {surface.kind}"), "Keep the old schema?")
+
+    surface.pick(outgoing["id"])  # a session layout is on screen: transcript, tabs, composer
+    assert_shows_session(surface, outgoing["id"], outgoing_session["id"])
+    expect(surface.page.locator("#transcript")).to_contain_text("Outgoing transcript.")
+    surface.page.evaluate(_WATCH_MIXED_LAYOUT, [pending.title, "Outgoing transcript."])
+    hold_first_load(api)
+
+    surface.pick(pending.task_id)  # the pending task's forced load waits at the server
+    wait_held(api, 1, "the forced load is held")
+    # Meanwhile its question is skipped elsewhere: when the load settles, no session owns it.
+    (bundle,) = api.bundles(pending.secondary_id)
+    api.post(f"/clarification/{bundle['pending_id']}/respond", {"rejected": True})
+    api.wait_for(
+        lambda: summary(api, pending.task_id).get("pending_action") is None,
+        "the pending action is gone",
+    )
+    api.release(LOAD_FAULT)
+
+    # The fallback: the task-only route, with nothing of the outgoing session left.
+    expect(surface.page).to_have_url(f"{surface.app_url}/tasks/{pending.task_id}")
+    expect(surface.task_list()).to_have_attribute("aria-busy", "false")
+    main = surface.page.locator("main")
+    expect(main).to_contain_text("No session selected")
+    expect(surface.page.locator("#transcript")).to_have_count(0)
+    expect(surface.page.locator(f"#session-tab-{outgoing_session['id']}")).to_have_count(0)
+    expect(surface.overlay()).to_have_count(0)
+    if surface.phone:
+        expect(surface.sheet()).to_have_count(0)
+    assert surface.page.evaluate("window.__mixedLayout") is False, (
+        "the outgoing session's transcript was shown under the pending task"
+    )
