@@ -44,25 +44,10 @@ from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
 
 from tests.e2e.api import Api  # noqa: E402
 from tests.e2e.server import AppServer, prepare_database  # noqa: E402
+from tests.e2e.viewports import CHROMIUM, CHROMIUM_ARGS, DESKTOP, PHONE  # noqa: E402
 from tests.processes import MockAgentProcess, free_port  # noqa: E402
 
 TARGET_MS = 500.0
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-DESKTOP: dict[str, Any] = {"viewport": {"width": 1280, "height": 800}}
-PHONE: dict[str, Any] = {
-    "viewport": {"width": 390, "height": 844},
-    "device_scale_factor": 2,
-    "is_mobile": True,
-    "has_touch": True,
-}
 RESULT_PATH = ROOT / "tests" / "artifacts" / "activation-timing.json"
 
 #: Arms the in-page clock for one click on ``rowSelector``; resolves to the elapsed ms (or -1).
@@ -183,7 +168,7 @@ def measure(runs: int) -> dict[str, list[float]]:
         running_app(Path(tmp)) as server,
         sync_playwright() as playwright,
     ):
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         api = Api(server.url)
         try:
             for surface, options in (("desktop", DESKTOP), ("phone", PHONE)):

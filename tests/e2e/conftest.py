@@ -33,22 +33,13 @@ from tests import postgres
 from tests.conftest import BACKENDS
 from tests.e2e.api import Api
 from tests.e2e.server import PROJECT_ROOT, AppDidNotStart, AppServer, prepare_database
+from tests.e2e.viewports import CHROMIUM, CHROMIUM_ARGS
 from tests.processes import MockAgentProcess, free_port
 
 T = TypeVar("T")
 
 ARTIFACTS_DIR = PROJECT_ROOT / "tests" / "artifacts"
 FAILURES_DIR = ARTIFACTS_DIR / "failures"
-CHROMIUM = Path("/usr/bin/chromium")
-#: Without the networking flags Chromium floods a closed network with refused connections.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 expect.set_options(timeout=15_000)
 

@@ -20,18 +20,11 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e.api import Api
 from tests.e2e.server import AppServer
+from tests.e2e.viewports import DESKTOP, PHONE
 
 pytestmark = pytest.mark.e2e
 
-SURFACES: dict[str, dict[str, Any]] = {
-    "desktop": {"viewport": {"width": 1280, "height": 800}},
-    "phone": {
-        "viewport": {"width": 390, "height": 844},
-        "device_scale_factor": 2,
-        "is_mobile": True,
-        "has_touch": True,
-    },
-}
+SURFACES = {"desktop": DESKTOP, "phone": PHONE}
 
 
 @pytest.fixture(params=list(SURFACES))

@@ -11,15 +11,9 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from backend.catalog import WorkspaceView
+from tests.e2e.viewports import PHONE
 
 pytestmark = pytest.mark.e2e
-
-PHONE = {
-    "viewport": {"width": 390, "height": 844},
-    "device_scale_factor": 3,
-    "is_mobile": True,
-    "has_touch": True,
-}
 
 
 def _expect_workspaces_shown(page: Page, workspaces: list[WorkspaceView]) -> None:

@@ -20,16 +20,10 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.e2e.api import Api, PendingTask
+from tests.e2e.viewports import DESKTOP, PHONE
 
 pytestmark = pytest.mark.e2e
 
-DESKTOP = {"viewport": {"width": 1280, "height": 800}}
-PHONE = {
-    "viewport": {"width": 390, "height": 844},
-    "device_scale_factor": 2,
-    "is_mobile": True,
-    "has_touch": True,
-}
 SEEDED_PENDING_TITLE = "Fix the login redirect loop"
 SEEDED_QUESTION = "Should the fix also cover the legacy /signin route?"
 
