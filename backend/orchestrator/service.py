@@ -258,6 +258,7 @@ class Orchestrator:
         """Store the bundle, then hold the agent's request as the live waiter until an
         outcome arrives, ``wait_seconds`` pass, or the agent goes away (then detach)."""
         self.watchdog.on_activity(session_id)
+        await failpoints.hit("clarification.before_store")  # the agent asks; nothing stored yet
         async with write_tx(self.engine) as conn:
             admitted = await self._current(conn, session_id, turn_id, generation)
             bundle_id, rows = await create_bundle(

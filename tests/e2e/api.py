@@ -121,3 +121,46 @@ class Api:
         return PendingTask(
             task["id"], title, primary["id"], secondary["id"], question, tuple(options)
         )
+
+    # -- fault points, moves and summaries (lifecycle tests) ---------------------------------
+
+    def hold_next(self, failpoint: str, count: int = 1) -> None:
+        """Hold only the next ``count`` hits of ``failpoint``; later hits pass straight on."""
+        self._ok(
+            self.client.put(
+                f"/_test/failpoints/{failpoint}", json={"action": "hold", "count": count}
+            )
+        )
+
+    def failpoint_hits(self, failpoint: str) -> int:
+        """How often ``failpoint`` was reached since it was set (0 when it is not set)."""
+        point = self.get("/_test/failpoints")["failpoints"].get(failpoint)
+        return int(point["hits"]) if point else 0
+
+    def wait_held(self, failpoint: str, hits: int = 1) -> None:
+        """Wait until ``failpoint`` (set to hold) was reached ``hits`` times."""
+        self.wait_for(
+            lambda: self.failpoint_hits(failpoint) >= hits, f"{failpoint} reached {hits}x"
+        )
+
+    def pending_action(self, task_id: str) -> str | None:
+        """The task's status-summary ``pending_action`` (``None`` when clean or unknown)."""
+        return (self.task(task_id).get("status_summary") or {}).get("pending_action")
+
+    def step_id(self, task_id: str, step_name: str) -> str:
+        """The id of the step called ``step_name`` in the task's workflow."""
+        workflow_id = self.task(task_id)["workflow_id"]
+        steps = self.get(f"/workflows/{workflow_id}/snapshot")["steps"]
+        return next(s["id"] for s in steps if s["name"] == step_name)
+
+    def move(self, task_id: str, step_name: str) -> httpx.Response:
+        """``POST /tasks/{id}/move`` to the named step; the raw response (may be a 409)."""
+        step = self.step_id(task_id, step_name)
+        return self.client.post(f"/tasks/{task_id}/move", json={"workflow_step_id": step})
+
+    def session(self, task_id: str, session_id: str) -> dict[str, Any]:
+        return next(s for s in self.sessions(task_id) if s["id"] == session_id)
+
+    def prompts_of(self, session_id: str) -> list[dict[str, Any]]:
+        """The agent's durable record of prompts for one session, in order."""
+        return [p for p in self.agent_prompts() if p["session_id"] == session_id]

@@ -54,7 +54,10 @@ async def task_session_list(runtime: Runtime, caller: Caller, task_id: str) -> l
         await visible_task(conn, caller, task_id)
     revision = runtime.revisions.reserve()
     await failpoints.hit("sessions.list")  # between the reservation and the read it labels
-    return await _session_views(runtime, sessions.c.task_id == task_id, revision)
+    views = await _session_views(runtime, sessions.c.task_id == task_id, revision)
+    # Between the read and the response: what was read is already history when it arrives.
+    await failpoints.hit("sessions.list.after_read")
+    return views
 
 
 async def _one_session(runtime: Runtime, session_id: str) -> dict[str, Any]:
@@ -114,6 +117,7 @@ async def session_clarifications(
     """A visible session's active bundles, by the one repository rule (REST and UI; the UI
     overlay asks for clarification bundles only)."""
     await _require_session(runtime, caller, session_id)
+    await failpoints.hit("clarifications.list")  # e.g. the UI's pending discovery waits here
     return await active_bundle_views(
         runtime.engine, runtime.waiters, session_id, clarifications_only=clarifications_only
     )
