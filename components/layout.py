@@ -1,8 +1,16 @@
 """Page shells: one responsive layout for every route (not a separate phone site).
 
-Desktop (``md`` and up): sidebar + main area. Phone: a top bar, the route's content full width
-and a fixed bottom navigation; the home page shows the task list itself, other routes hide it
-(the "Tasks" button opens the task-switcher sheet instead).
+Three layout classes (``state/layout.py``): desktop (``md`` = 62em = 992px and up): sidebar +
+main area. Tablet (``sm`` = 768px up to ``md``): a top bar with Tasks / Board / New task, the
+route's content full width. Phone (below 768px): a top bar, the content full width and a fixed
+bottom navigation. On phones and tablets the home page shows the task list itself, other routes
+hide it (the "Tasks" button opens the task-switcher sheet instead).
+
+The chrome follows CSS breakpoints (right at first paint). The task sheets follow the tab's
+*reported* layout class (``components/viewport.py`` → ``AppState.layout_class``): the phone
+sheet is mounted only on a phone, the tablet sheet only on a tablet, none on a desktop. A layout
+change therefore unmounts one sheet instance and mounts the other (S13), and an open sheet
+never lingers over the desktop layout.
 """
 
 from __future__ import annotations
@@ -14,7 +22,9 @@ from components.phone import TaskSheet, bottom_nav, top_bar
 from components.sidebar import sidebar
 from components.task_view import home_body, task_view
 from components.theme import BOTTOM_NAV_HEIGHT, space
+from components.viewport import layout_listener
 from state.app_state import AppState
+from state.layout import PHONE, TABLET
 from state.ui_models import WorkspaceItem
 
 
@@ -113,7 +123,8 @@ def new_task_dialog() -> rx.Component:
 
 def page(kind: str) -> rx.Component:
     """The shell for ``kind`` in ``home``, ``task``, ``session``, ``board``."""
-    sheet = TaskSheet.create()
+    phone_sheet = TaskSheet.create(variant="phone")
+    tablet_sheet = TaskSheet.create(variant="tablet")
     if kind == "home":
         main_content = home_body()
     elif kind == "board":
@@ -122,7 +133,7 @@ def page(kind: str) -> rx.Component:
         main_content = task_view(with_session=kind == "session")
     return rx.box(
         rx.flex(
-            top_bar(kind),
+            top_bar(kind, tablet_sheet),
             rx.flex(
                 sidebar(kind),
                 rx.el.main(
@@ -140,14 +151,56 @@ def page(kind: str) -> rx.Component:
                 width="100%",
             ),
             direction="column",
-            height=rx.breakpoints(initial=f"calc(100dvh - {BOTTOM_NAV_HEIGHT})", md="100dvh"),
+            height=rx.breakpoints(initial=f"calc(100dvh - {BOTTOM_NAV_HEIGHT})", sm="100dvh"),
             width="100%",
             overflow="hidden",
         ),
-        bottom_nav(sheet, kind),
-        sheet,
+        bottom_nav(phone_sheet, kind),
+        # Mounted by the reported layout class, not hidden by CSS: see the module docstring.
+        rx.cond(AppState.layout_class == PHONE, phone_sheet),
+        rx.cond(AppState.layout_class == TABLET, tablet_sheet),
+        layout_listener(),
         new_task_dialog(),
         width="100%",
         max_width="100vw",
         overflow_x="hidden",
+    )
+
+
+def sheets_test_page() -> rx.Component:
+    """Test-only (``KANDEV_TEST_API=1``): two phone task sheets mounted at once (S43).
+
+    The responsive layout never mounts two sheets in one tab, so this page does, with the
+    production ``TaskSheet``: the first sheet's footer opens the second one on top of it.
+    """
+    second = TaskSheet.create(
+        variant="phone",
+        sheet_id="second-sheet",
+        title="Second sheet",
+        row_prefix="second-sheet-task-row",
+    )
+    first = TaskSheet.create(
+        variant="phone",
+        sheet_id="first-sheet",
+        title="First sheet",
+        row_prefix="first-sheet-task-row",
+        footer=rx.button(
+            "Open the second sheet",
+            type="button",
+            variant="soft",
+            on_click=second.State.set_open(True),
+        ),
+    )
+    return rx.box(
+        rx.heading("Two task sheets", size="4"),
+        rx.text("A test page: both sheets are mounted all the time.", size="2"),
+        rx.button(
+            "Open the first sheet",
+            type="button",
+            on_click=first.State.set_open(True),
+            margin_top=space(3),
+        ),
+        first,
+        second,
+        padding=space(4),
     )

@@ -1,18 +1,23 @@
-"""Phone surfaces: the top bar, the bottom navigation and the task-switcher sheet.
+"""Phone and tablet surfaces: the top bar, the navigation and the task-switcher sheets.
 
-The sheet is an ``rx.ComponentState``: every mounted instance has its own state class, and
-registers itself with the tab's :class:`~state.activation.ActivationFlow` as its own surface,
-so two sheets never invalidate each other's in-flight task choice (S43), and an unmounted
-sheet's continuation can neither navigate nor close a replacement (S13). Picking a task runs
-the same activation driver as the desktop sidebar; the decision's ``CloseSheet`` effect closes
-exactly this instance.
+A sheet is an ``rx.ComponentState``: every instance has its own state class, and registers
+itself with the tab's :class:`~state.activation.ActivationFlow` as its own surface when it
+mounts, so two sheets never invalidate each other's in-flight task choice (S43), and an
+unmounted sheet's continuation can neither navigate nor close a replacement (S13). Each page
+has a phone sheet (a bottom sheet) and a tablet sheet (a panel from the left); the layout
+(``components/layout.py``) mounts at most one of them, by the tab's reported layout class.
+Picking a task runs the same activation driver as the desktop sidebar; the decision's
+``CloseSheet`` effect closes exactly this instance.
 
-Locators: bottom navigation buttons "Tasks", "Board", "New task"; the sheet ``#task-sheet``
-(role ``dialog``, named "Tasks") with rows ``#sheet-task-row-<id>``.
+Locators: phone — bottom navigation buttons "Tasks", "Board", "New task"; the sheet
+``#task-sheet`` (role ``dialog``, named "Tasks") with rows ``#sheet-task-row-<id>``.
+Tablet — the top bar's buttons "Tasks", "Board", "New task"; the sheet ``#tablet-task-sheet``
+(role ``dialog``, named "Task list") with rows ``#tablet-sheet-task-row-<id>``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import reflex as rx
@@ -33,7 +38,7 @@ def _close_if_mine(owner: Any, sheet_id: str) -> None:
 
 
 class TaskSheet(rx.ComponentState):
-    """One mounted phone task sheet."""
+    """One mounted task sheet (phone or tablet variant)."""
 
     open: bool = False
 
@@ -76,23 +81,44 @@ class TaskSheet(rx.ComponentState):
             yield event
 
     @classmethod
-    def get_component(cls, *children: Any, **props: Any) -> rx.Component:
+    def get_component(
+        cls,
+        *children: Any,
+        variant: str = "phone",
+        sheet_id: str | None = None,
+        title: str | None = None,
+        row_prefix: str | None = None,
+        footer: rx.Component | None = None,
+        **props: Any,
+    ) -> rx.Component:
+        """``variant``: ``phone`` (a bottom sheet) or ``tablet`` (a panel from the left);
+        ``sheet_id`` / ``title`` / ``row_prefix`` override the variant's locators (the
+        test-only two-sheet page); ``footer`` goes under the list."""
+        look = SHEET_VARIANTS[variant]
+        sheet_id = sheet_id or look.sheet_id
+        title = title or look.title
+        row_prefix = row_prefix or look.row_prefix
+        handle: list[rx.Component] = []
+        if look.direction == "bottom":
+            handle.append(
+                rx.box(
+                    width="40px",
+                    height="4px",
+                    border_radius="2px",
+                    background_color=rx.color("gray", 6),
+                    margin_x="auto",
+                    aria_hidden="true",
+                )
+            )
         return rx.box(
             rx.drawer.root(
                 rx.drawer.overlay(z_index="40"),
                 rx.drawer.portal(
                     rx.drawer.content(
                         rx.flex(
-                            rx.box(
-                                width="40px",
-                                height="4px",
-                                border_radius="2px",
-                                background_color=rx.color("gray", 6),
-                                margin_x="auto",
-                                aria_hidden="true",
-                            ),
+                            *handle,
                             rx.flex(
-                                rx.drawer.title("Tasks", size="4", weight="bold"),
+                                rx.drawer.title(title, size="4", weight="bold"),
                                 rx.drawer.close(
                                     rx.icon_button(
                                         rx.icon("x", size=18),
@@ -108,42 +134,87 @@ class TaskSheet(rx.ComponentState):
                                 "Pick a task to open it.", size="1", color_scheme="gray"
                             ),
                             rx.box(
-                                task_groups(id_prefix="sheet-task-row", on_click=cls.pick),
+                                task_groups(id_prefix=row_prefix, on_click=cls.pick),
                                 overflow_y="auto",
                                 flex="1",
                                 min_height="0",
                             ),
+                            *([footer] if footer is not None else []),
+                            *children,
                             direction="column",
                             spacing="2",
                             height="100%",
                         ),
-                        id="task-sheet",
-                        aria_label="Tasks",
+                        id=sheet_id,
+                        aria_label=title,
                         position="fixed",
-                        left="0",
-                        right="0",
-                        bottom="0",
-                        max_height="85dvh",
-                        width="100%",
                         padding=space(3),
-                        padding_top=space(2),
                         z_index="50",
                         background_color="var(--color-panel-solid)",
-                        border_top_left_radius="var(--radius-5)",
-                        border_top_right_radius="var(--radius-5)",
                         box_shadow="var(--shadow-6)",
                         display="flex",
                         flex_direction="column",
+                        **look.style,
                     ),
                 ),
                 open=cls.open,
                 on_open_change=cls.set_open,
-                direction="bottom",
+                direction=look.direction,
             ),
             on_mount=cls.mounted,
             on_unmount=cls.unmounted,
             display="contents",
+            **props,
         )
+
+
+@dataclass(frozen=True)
+class SheetLook:
+    """Where a task sheet comes from, its locators and its geometry."""
+
+    sheet_id: str
+    title: str
+    row_prefix: str
+    direction: str
+    style: dict[str, str]
+
+
+SHEET_VARIANTS: dict[str, SheetLook] = {
+    # A bottom sheet on phones.
+    "phone": SheetLook(
+        sheet_id="task-sheet",
+        title="Tasks",
+        row_prefix="sheet-task-row",
+        direction="bottom",
+        style={
+            "left": "0",
+            "right": "0",
+            "bottom": "0",
+            "max_height": "85dvh",
+            "width": "100%",
+            "padding_top": space(2),
+            "border_top_left_radius": "var(--radius-5)",
+            "border_top_right_radius": "var(--radius-5)",
+        },
+    ),
+    # A panel from the left on tablets (the desktop sidebar's place, on demand).
+    "tablet": SheetLook(
+        sheet_id="tablet-task-sheet",
+        title="Task list",
+        row_prefix="tablet-sheet-task-row",
+        direction="left",
+        style={
+            "left": "0",
+            "top": "0",
+            "bottom": "0",
+            "height": "100dvh",
+            "width": "360px",
+            "max_width": "85vw",
+            "border_top_right_radius": "var(--radius-5)",
+            "border_bottom_right_radius": "var(--radius-5)",
+        },
+    ),
+}
 
 
 def _nav_button(label: str, icon: str, **props: Any) -> rx.Component:
@@ -168,7 +239,7 @@ def _nav_button(label: str, icon: str, **props: Any) -> rx.Component:
 
 
 def bottom_nav(sheet: Any, kind: str) -> rx.Component:
-    """Phones only: Tasks (opens this page's sheet), Board, New task."""
+    """Phones only: Tasks (opens this page's phone sheet), Board, New task."""
     return rx.el.nav(
         _nav_button(
             "Tasks",
@@ -192,7 +263,7 @@ def bottom_nav(sheet: Any, kind: str) -> rx.Component:
             id="nav-new-task",
         ),
         aria_label="Phone navigation",
-        display=rx.breakpoints(initial="flex", md="none"),
+        display=rx.breakpoints(initial="flex", sm="none"),
         position="fixed",
         left="0",
         right="0",
@@ -205,8 +276,56 @@ def bottom_nav(sheet: Any, kind: str) -> rx.Component:
     )
 
 
-def top_bar(kind: str) -> rx.Component:
-    """Phones only: brand on the home page; the task's title and a way back elsewhere."""
+def _tablet_button(label: str, icon: str, current: bool, **props: Any) -> rx.Component:
+    look: dict[str, Any] = (
+        {"variant": "soft"} if current else {"variant": "ghost", "color_scheme": "gray"}
+    )
+    return rx.button(
+        rx.icon(icon, size=16),
+        label,
+        type="button",
+        size="2",
+        **look,
+        **props,
+    )
+
+
+def tablet_nav(sheet: Any, kind: str) -> rx.Component:
+    """Tablets only, in the top bar: Tasks (opens this page's tablet sheet), Board, New task."""
+    return rx.el.nav(
+        _tablet_button(
+            "Tasks",
+            "list-todo",
+            kind != "board",
+            on_click=sheet.State.set_open(True),
+            id="tablet-nav-tasks",
+        ),
+        _tablet_button(
+            "Board",
+            "columns-3",
+            kind == "board",
+            on_click=rx.redirect("/board"),
+            id="tablet-nav-board",
+        ),
+        rx.button(
+            rx.icon("plus", size=16),
+            "New task",
+            type="button",
+            size="2",
+            on_click=AppState.set_new_task_open(True),
+            id="tablet-nav-new-task",
+        ),
+        aria_label="Tablet navigation",
+        display=rx.breakpoints(initial="none", sm="flex"),
+        align_items="center",
+        gap=space(2),
+        flex_shrink="0",
+    )
+
+
+def top_bar(kind: str, tablet_sheet: Any) -> rx.Component:
+    """Phones and tablets: brand on the home page, the task's title and a way back elsewhere;
+    tablets add their navigation on the right (phones have the bottom navigation)."""
     if kind in ("task", "session"):
         title: Any = rx.text(
             AppState.active_task.title,
@@ -231,10 +350,11 @@ def top_bar(kind: str) -> rx.Component:
     return rx.flex(
         lead,
         rx.box(title, flex="1", min_width="0"),
+        tablet_nav(tablet_sheet, kind),
         align="center",
         spacing="3",
-        padding_x=space(3),
-        height="52px",
+        padding_x=rx.breakpoints(initial=space(3), sm=space(4)),
+        height=rx.breakpoints(initial="52px", sm="56px"),
         border_bottom=DIVIDER,
         background_color=rx.color("gray", 1),
         display=rx.breakpoints(initial="flex", md="none"),

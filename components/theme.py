@@ -1,7 +1,8 @@
 """Shared look: spacing, borders, sizes and the state icons every surface uses.
 
 Style props take CSS values (hence :func:`space`); ``spacing`` on ``rx.flex`` takes Radix
-tokens. Phone layout is everything below Reflex's ``md`` breakpoint (48em = 768px).
+tokens. Layout classes (``state/layout.py``): phone below Reflex's ``sm`` breakpoint (48em =
+768px), tablet from ``sm`` up to ``md`` (62em = 992px), desktop from ``md``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import reflex as rx
 from backend.api.app import create_api
 from backend.db.engine import get_engine
 from backend.runtime import Runtime
-from components.layout import page
+from components.layout import page, sheets_test_page
 from state.app_state import AppState
 from state.backend_ref import set_connection_probe, set_runtime, set_state_access
 from state.live import WATCHERS
@@ -93,5 +93,14 @@ for _component, _route, _title in (
         route=_route,
         title=_title,
         description=_DESCRIPTION,
+        on_load=AppState.load_page,
+    )
+
+if runtime.settings.test_api:
+    # Two task sheets mounted at once (S43's browser test); only with the test API on.
+    app.add_page(
+        sheets_test_page,
+        route="/testing/sheets",
+        title="Sheets (test) · Kandev",
         on_load=AppState.load_page,
     )

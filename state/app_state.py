@@ -42,6 +42,7 @@ from state.activation import (
     sessions_from_json,
 )
 from state.backend_ref import get_runtime, is_connected, tab_state
+from state.layout import coerce_layout
 from state.live import INFLIGHT, WATCHERS, WatchHandle, next_batch
 from state.ui_models import (
     BOARD,
@@ -232,6 +233,9 @@ class AppState(rx.State):
     start_open: bool = False
     start_busy: bool = False
     start_error: str = ""
+    #: ``phone`` / ``tablet`` / ``desktop`` as the browser reports it (``components/viewport.py``);
+    #: ``""`` until then. It decides which task sheet is mounted (``state/layout.py``).
+    layout_class: str = ""
 
     # -- payloads the view is built from (server only) ---------------------------------------
     _flow: ActivationFlow | None = None
@@ -757,6 +761,15 @@ class AppState(rx.State):
     @rx.event
     def dismiss_notice(self) -> None:
         self.chat_notice = ""
+
+    # -- layout class ------------------------------------------------------------------------------
+
+    @rx.event
+    def set_layout_class(self, value: str) -> None:
+        """The browser's layout class changed (or a page mounted): unknown values are ignored."""
+        layout = coerce_layout(value)
+        if layout is not None and layout != self.layout_class:
+            self.layout_class = layout
 
     # -- new task --------------------------------------------------------------------------------
 
