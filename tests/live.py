@@ -85,7 +85,13 @@ async def live_api(
     await runtime.start()
     server = uvicorn.Server(
         uvicorn.Config(
-            create_api(runtime), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+            create_api(runtime),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            # An agent long-poll left open by a failing test must not hang the teardown.
+            timeout_graceful_shutdown=5,
         )
     )
     serving = asyncio.create_task(server.serve())
