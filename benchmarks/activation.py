@@ -188,6 +188,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="measured clicks per surface")
     args = parser.parse_args()
+    if not CHROMIUM.exists():
+        sys.exit(f"{CHROMIUM} not found: install the Debian 'chromium' package (scripts/test does)")
     report(measure(args.runs))
 
 
