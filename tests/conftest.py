@@ -10,7 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import SQLModel
 
-from backend.db.engine import create_engine
+from backend.db.engine import create_engine, write_tx
 from backend.db.migrate import upgrade
 from tests import postgres
 from tests.postgres import throwaway_postgres  # noqa: F401  (fixture, used on demand)
@@ -54,7 +54,8 @@ async def _truncate(engine: AsyncEngine) -> None:
     tables = [
         t.name for t in reversed(SQLModel.metadata.sorted_tables) if t.name not in _KEPT_TABLES
     ]
-    async with engine.begin() as conn:
+    # The write lock up front, as every writer in the application takes it (see write_tx).
+    async with write_tx(engine) as conn:
         if conn.dialect.name == "postgresql":
             await conn.execute(text(f"TRUNCATE {', '.join(tables)} CASCADE"))
         else:

@@ -19,7 +19,8 @@ async def _get(api, path: str) -> httpx.Response:
 
 
 async def test_health_is_503_starting_until_start_up_finishes(database_url, engine):
-    runtime = Runtime(create_engine(database_url))
+    # Its own engine, as a restarted process has; the runtime disposes it when it stops.
+    runtime = Runtime(create_engine(database_url), owns_engine=True)
     api = create_api(runtime)
     before = await _get(api, "/api/v1/health")
     assert before.status_code == 503
