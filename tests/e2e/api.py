@@ -118,6 +118,13 @@ class Api:
             ),
             f"task {title!r} advertises its question",
         )
+        if detached:
+            # The question is advertised as soon as it is stored, while the agent still waits
+            # on it; "detached" means the agent has gone, so wait for the detach as well.
+            self.wait_for(
+                lambda: all(b["state"] == "active_detached" for b in self.bundles(secondary["id"])),
+                f"the question of {title!r} is detached",
+            )
         return PendingTask(
             task["id"], title, primary["id"], secondary["id"], question, tuple(options)
         )
