@@ -86,6 +86,9 @@ async def detached_bundle(live: LiveApi, script: str) -> tuple[str, str, dict]:
     """A session whose question was asked and detached at once."""
     task, session = await start_session(live, script + "\n/disconnect")
     await idle(live, task, session, state="WAITING_FOR_INPUT")
+    # Settled: the question is detached and the turn that asked it is paused (its last write),
+    # so nothing of this session changes in the background afterwards.
+    await eventually(lambda: turns(live, session), lambda t: t[-1]["completed_at"] is not None)
     (bundle,) = await bundles(live, session)
     assert bundle["state"] == "active_detached"
     return task, session, bundle
