@@ -12,7 +12,7 @@ from sqlmodel import SQLModel
 
 from backend.db.engine import create_engine, write_tx
 from backend.db.migrate import upgrade
-from tests import postgres
+from tests import lock_witness, postgres
 from tests.postgres import throwaway_postgres  # noqa: F401  (fixture, used on demand)
 
 BACKENDS = ("sqlite", "postgres")
@@ -39,6 +39,7 @@ def database_url(
 @pytest.fixture(scope="session")
 async def session_engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     engine = create_engine(database_url)
+    lock_witness.attach(engine)
     yield engine
     await engine.dispose()
 

@@ -28,16 +28,12 @@ from backend.authority import BundleFacts, BundleState, bundle_facts, classify_b
 from backend.authority.sql import messages
 from backend.clarifications import claims
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
+from backend.db.bounded import bounded
 from backend.db.engine import read_tx, write_tx
 from backend.errors import ConvergenceFailed, DeliveryFailed, DomainError, NotActive, NotFound
 from backend.events.publisher import EventPublisher
 from backend.ids import new_id
-from backend.orchestrator.service import (
-    Orchestrator,
-    ResumeAmbiguous,
-    ResumeNotAccepted,
-    bounded,
-)
+from backend.orchestrator.service import Orchestrator, ResumeAmbiguous, ResumeNotAccepted
 from backend.projections.summaries import TaskSummaries
 from backend.request_evidence import pending_id as pending_id_of
 from backend.vocabulary import MessageType, RequestStatus

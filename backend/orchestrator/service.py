@@ -9,7 +9,6 @@ actually changed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from backend.clarifications import claims
 from backend.clarifications.store import Question, create_bundle, detach, expire_current_turn
 from backend.clarifications.waiters import LiveWaiter, WaiterOutcome, WaiterRegistry
 from backend.clock import utcnow
+from backend.db.bounded import bounded
 from backend.db.engine import read_tx, write_tx
 from backend.errors import AgentUnavailable, Conflict, NotFound, TurnNotCurrent
 from backend.events import Event
@@ -50,9 +50,6 @@ from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingActi
 from backend.workflow import ClarificationPending, GuardUnavailable, advance_on_turn_complete
 
 log = logging.getLogger(__name__)
-
-#: Detach and expiry ignore the caller's cancellation but never run unbounded.
-BOUNDED_WRITE_S = 10.0
 
 
 class PromptDispatcher:
@@ -78,21 +75,6 @@ class ClarificationResult:
     outcome: str
     pending_id: str
     answers: tuple[dict[str, Any], ...] = ()
-
-
-async def bounded(work: Awaitable[Any], seconds: float = BOUNDED_WRITE_S) -> Any:
-    """Run ``work`` to completion even if the caller is cancelled, within ``seconds``.
-
-    The spec's "fresh bounded context": a dropped HTTP request must not abandon a detach or
-    expiry half-way, and a stuck database must not hold the caller forever.
-    """
-    task = asyncio.ensure_future(asyncio.wait_for(work, seconds))
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await task
-        raise
 
 
 class Orchestrator:

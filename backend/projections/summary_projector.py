@@ -5,6 +5,10 @@ state from the payload: it re-derives the whole summary through the one reposito
 events that arrive close together or out of order (a terminal event after a newer pending one)
 still leave the summary matching the database (S45). Events that arrive while a refresh runs
 are coalesced into the next one.
+
+Stopping never cuts a refresh in half: it runs under :func:`backend.db.bounded.bounded`, so
+``stop()`` waits for the refresh in flight (cancelling one mid-transaction on SQLite could leave
+the write lock held and would turn the cancel into an error the loop swallows).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend.authority.sql import sessions
+from backend.db.bounded import bounded
 from backend.db.engine import read_tx
 from backend.events import Event, EventBus
 from backend.projections.summaries import TaskSummaries
@@ -51,6 +56,7 @@ class SummaryProjector:
         await self._subscribed.wait()
 
     async def stop(self) -> None:
+        """Stop listening; a refresh in flight finishes first (see the module docstring)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -64,7 +70,7 @@ class SummaryProjector:
                 batch = [await queue.get()]
                 while not queue.empty():
                     batch.append(queue.get_nowait())
-                await self.apply(batch)
+                await bounded(self.apply(batch))
 
     async def apply(self, events: list[Event]) -> None:
         """Refresh the summaries of every task ``events`` name. Failures are logged: the next

@@ -38,12 +38,13 @@ async def test_health_is_503_starting_until_start_up_finishes(database_url, engi
 
 async def test_health_is_503_without_a_stack_trace_when_the_database_is_down(engine):
     runtime = Runtime(engine)
-    await runtime.start()
-    runtime.engine = create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
-    try:
-        response = await _get(create_api(runtime), "/api/v1/health")
-    finally:
-        await runtime.engine.dispose()
+    async with runtime.lifespan():
+        runtime.engine = create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
+        try:
+            response = await _get(create_api(runtime), "/api/v1/health")
+        finally:
+            await runtime.engine.dispose()
+            runtime.engine = engine
     assert response.status_code == 503
     assert response.json() == {"status": "unavailable", "database": "unreachable"}
     assert "Traceback" not in response.text
@@ -75,4 +76,7 @@ async def test_failed_recovery_fails_start_up_before_any_work_is_admitted(engine
     assert refused.status_code == 503 and refused.json()["error"] == "starting"
 
     await runtime.start()  # the next start retries recovery and succeeds
-    assert runtime.ready
+    try:
+        assert runtime.ready
+    finally:
+        await runtime.stop()

@@ -53,11 +53,10 @@ async def test_mismatched_fault_actions_are_refused(live):
 
 async def test_test_routes_do_not_exist_without_the_flag(engine):
     runtime = Runtime(engine, Settings(test_api=False))
-    await runtime.start()
-    transport = httpx.ASGITransport(app=create_api(runtime))
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-        response = await client.get("/api/v1/_test/failpoints")
-    await runtime.stop()
+    async with runtime.lifespan():
+        transport = httpx.ASGITransport(app=create_api(runtime))
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            response = await client.get("/api/v1/_test/failpoints")
     assert response.status_code == 404
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from sqlalchemy import select, update
 
+from backend import failpoints
 from backend.authority.sql import messages
 from backend.db.engine import read_tx, write_tx
 from backend.db.json import json_merge
@@ -128,6 +131,36 @@ async def test_the_running_projector_follows_the_bus(engine):
         assert summary["pending_action"] == "clarification"
     finally:
         await p.stop()
+
+
+@pytest.mark.fault("summary.cas", "hold", "stopping the projector waits for the refresh")
+async def test_stopping_lets_the_refresh_in_flight_finish_and_frees_the_write_lock(engine):
+    # Cancelling a refresh mid-transaction once left SQLite's write lock held and the projector
+    # task running: stop() must wait for the refresh instead of cutting it in half.
+    task, _answered, asking, _ = await two_request_identities(engine)
+    p = projector(engine)
+    await p.start()
+    failpoints.configure("summary.cas", "hold", count=1)
+    try:
+        await p.bus.publish(message_event(task, asking, "pending", "added"))
+        await eventually(lambda: failpoints.listing()["summary.cas"]["waiting"] == 1)
+        stopping = asyncio.create_task(p.stop())
+        for _ in range(20):  # give a cancel every chance to land
+            await asyncio.sleep(0)
+        assert not stopping.done()
+        failpoints.clear("summary.cas")
+        await asyncio.wait_for(stopping, 10)
+    finally:
+        failpoints.clear_all()
+        await p.stop()
+    summary = await summary_of(engine, task)
+    assert summary is not None and summary["pending_action"] == "clarification"
+    async with write_tx(engine) as conn:  # nobody holds the write lock
+        await conn.execute(
+            update(summaries)
+            .where(summaries.c.task_id == task)
+            .values(revision=summaries.c.revision)
+        )
 
 
 async def test_refresh_that_cannot_converge_raises(engine, monkeypatch):

@@ -1,0 +1,47 @@
+"""Database work that the caller's cancellation cannot cut in half.
+
+Two reasons to finish a unit of database work even when the task that started it is cancelled:
+
+- The spec's "fresh bounded context": a dropped HTTP request must not abandon a detach or an
+  expiry half-way.
+- Cancelling a task while its statement runs on aiosqlite is not a clean abort. SQLAlchemy
+  treats the ``CancelledError`` as an exit exception and invalidates the connection while the
+  driver thread may still hold SQLite's write lock, and the transaction's exit then raises
+  ``PendingRollbackError`` in place of the ``CancelledError``, so an ``except Exception`` above
+  it swallows the cancel. Seen in practice: a stopping projector that never stopped, and the
+  next writer failing with "database is locked".
+
+So the work runs in its own task, shielded from the caller; the caller still sees its
+cancellation, once the work has finished. A stuck database cannot hold the caller forever:
+past ``seconds`` the work itself is cancelled (the lesser evil).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: How long shielded work may run before it is cancelled after all.
+BOUNDED_WRITE_S = 10.0
+
+
+async def bounded(work: Awaitable[T], seconds: float = BOUNDED_WRITE_S) -> T:
+    """Run ``work`` to completion even if the caller is cancelled, within ``seconds``.
+
+    A caller cancelled while the work runs waits for the work (every repeated cancel too),
+    then re-raises its ``CancelledError``; the work's own outcome is then not reported.
+    """
+    task = asyncio.ensure_future(asyncio.wait_for(work, seconds))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            with contextlib.suppress(BaseException):  # a repeated cancel, or the work's end
+                await asyncio.shield(task)
+        with contextlib.suppress(BaseException):
+            task.result()  # retrieved, so an abandoned outcome's error is not logged as lost
+        raise

@@ -1,0 +1,63 @@
+"""``bounded``: database work the caller's cancellation cannot cut in half."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from backend.db.bounded import bounded
+
+
+async def _settle() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_a_cancelled_caller_waits_for_the_work_then_sees_its_cancellation():
+    release = asyncio.Event()
+    finished: list[str] = []
+
+    async def work() -> str:
+        await release.wait()
+        finished.append("work")
+        return "done"
+
+    caller = asyncio.create_task(bounded(work()))
+    await _settle()
+    caller.cancel()
+    await _settle()
+    caller.cancel()  # a repeated cancel does not abandon the work either
+    await _settle()
+    assert not caller.done() and finished == []
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert finished == ["work"]
+
+
+async def test_an_uncancelled_caller_gets_the_result_or_the_error():
+    async def ok() -> int:
+        return 7
+
+    async def failing() -> None:
+        raise ValueError("no")
+
+    assert await bounded(ok()) == 7
+    with pytest.raises(ValueError):
+        await bounded(failing())
+
+
+async def test_work_past_its_bound_is_cancelled():
+    cancelled = asyncio.Event()
+
+    async def stuck() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    with pytest.raises(TimeoutError):
+        await bounded(stuck(), seconds=0.01)
+    assert cancelled.is_set()
