@@ -121,7 +121,9 @@ async def test_agent_vanishing_mid_wait_detaches_the_question(live, mock_agent):
         lambda: bundles(live, session), lambda b: b and b[0]["state"] == "active_detached"
     )
     assert detached[0]["pending_id"] == bundle["pending_id"]
-    assert len(detach_events(live, session)) == 1
+    # The detach is published after it commits: the row can be read before the event arrives.
+    (event,) = await eventually(lambda: detach_events(live, session))
+    assert event["metadata"]["pending_id"] == bundle["pending_id"]
     assert (await session_of(live, task, session))["pending_action"] == "clarification"
 
 
