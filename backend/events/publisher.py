@@ -72,8 +72,7 @@ class EventPublisher:
             return {}
         if not result.sessions:
             return {}  # the session is gone: nothing authoritative to say
-        (authority,) = result.sessions
-        action = authority.pending_action
+        action = result.pending_actions().get(session_id)
         return {
             "pending_action": action.value if action is not None else None,
             "pending_action_revision": result.revision.to_json(),

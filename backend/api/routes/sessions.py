@@ -11,12 +11,13 @@ from backend import failpoints
 from backend.access import Caller, visible_session, visible_task
 from backend.api.deps import CallerDep, RuntimeDep
 from backend.api.schemas import CreateSessionBody, PromptBody, SessionStateBody
-from backend.authority import session_authority, visible_turns
+from backend.authority import visible_turns
 from backend.authority.sql import messages, sessions
 from backend.clarifications.views import active_bundle_views
 from backend.db.engine import read_tx, write_tx
 from backend.errors import NotFound
 from backend.projections.revision import ProjectionRevision
+from backend.projections.sessions import project_sessions
 from backend.runtime import Runtime
 from backend.views import message_view, session_view, turn_view
 from backend.vocabulary import SessionState
@@ -27,22 +28,17 @@ router = APIRouter(prefix="/api/v1")
 async def _session_views(
     runtime: Runtime, where: Any, revision: ProjectionRevision | None = None
 ) -> list[dict[str, Any]]:
-    """Sessions with their authoritative ``pending_action``, stamped with a revision that is
-    reserved before the read (clients drop any result older than one they have)."""
-    revision = revision or runtime.revisions.reserve()
-    async with read_tx(runtime.engine) as conn:
-        authority = {a.session_id: a for a in await session_authority(conn, where)}
-        rows = (
-            await conn.execute(
-                select(sessions).where(where).order_by(sessions.c.created_at, sessions.c.id)
-            )
-        ).all()
+    """Sessions with their authoritative ``pending_action``, stamped with their projection's
+    revision (see :func:`backend.projections.sessions.project_sessions`)."""
+    projection = await project_sessions(
+        runtime.engine, runtime.revisions, where, revision=revision, with_rows=True
+    )
+    stamp = projection.revision.to_json()
+    actions = projection.pending_actions()
     views = []
-    for row in rows:
-        action = authority[row.id].pending_action if row.id in authority else None
-        views.append(
-            session_view(row._mapping, action.value if action else None, revision.to_json())
-        )
+    for row in projection.rows:
+        action = actions.get(row.id)
+        views.append(session_view(row._mapping, action.value if action else None, stamp))
     return views
 
 
