@@ -46,7 +46,7 @@ async def project_sessions(
     revision = revision or clock.reserve()
     async with read_tx(engine) as conn:
         authority = await session_authority(conn, sessions_where)
-        rows = []
+        rows: list[Row[Any]] = []
         if with_rows:
             query = select(sessions_table).where(sessions_where)
             ordered = query.order_by(sessions_table.c.created_at, sessions_table.c.id)
