@@ -1,14 +1,16 @@
 """The workflow board: one column per step (``#board``, ``#board-step-<id>``).
 
-Cards open their task; "Move" goes through the workflow guard, whose refusal (a task with an
-open agent question cannot leave its step) is shown above the board. On a phone the columns
-stack instead of scrolling sideways.
+Cards open their task. A card moves to another step by its "Move to" menu or, with a pointer, by
+dragging it onto the column (``components/drag.py``); both go through the workflow guard, whose
+refusal (a task with an open agent question cannot leave its step) is shown above the board. On
+a phone the columns stack instead of scrolling sideways.
 """
 
 from __future__ import annotations
 
 import reflex as rx
 
+from components.drag import DropColumn, draggable_card
 from components.theme import pending_icon, space, state_icon
 from state.app_state import AppState
 from state.ui_models import BoardColumn, StepItem, TaskRow, WorkflowItem
@@ -40,7 +42,7 @@ def _move_menu(task: rx.Var[TaskRow], targets: rx.Var[list[StepItem]]) -> rx.Com
 
 
 def _card(task: rx.Var[TaskRow], targets: rx.Var[list[StepItem]]) -> rx.Component:
-    return rx.flex(
+    return draggable_card(
         rx.el.button(
             rx.flex(
                 state_icon(task.state, size=15),
@@ -72,12 +74,15 @@ def _card(task: rx.Var[TaskRow], targets: rx.Var[list[StepItem]]) -> rx.Componen
         background_color="var(--color-panel-solid)",
         box_shadow="var(--shadow-1)",
         _hover={"border_color": rx.color("accent", 7)},
+        cursor="grab",
         role="listitem",
+        task_id=task.id,
+        id=f"board-drag-{task.id}",
     )
 
 
 def _column(column: rx.Var[BoardColumn]) -> rx.Component:
-    return rx.el.section(
+    return DropColumn.create(
         rx.flex(
             rx.heading(column.name, as_="h3", size="2", weight="bold"),
             rx.badge(column.tasks.length(), variant="soft", color_scheme="gray", radius="full"),
@@ -106,10 +111,21 @@ def _column(column: rx.Var[BoardColumn]) -> rx.Component:
         ),
         id=f"board-step-{column.id}",
         aria_label=column.name,
+        step_id=column.id,
+        on_drop=AppState.drop_card.prevent_default,
         padding=space(3),
         border_radius="var(--radius-4)",
         background_color=rx.color("gray", 3),
+        outline="2px dashed transparent",
+        outline_offset="-2px",
+        transition="outline-color 120ms, background-color 120ms",
         min_width="0",
+        style={
+            "&[data-drop-over]": {
+                "outline_color": rx.color("accent", 8),
+                "background_color": rx.color("accent", 3),
+            }
+        },
     )
 
 

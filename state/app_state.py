@@ -67,6 +67,7 @@ from state.ui_models import (
     choose_option,
     first_unanswered,
     invalidate_summary,
+    is_board_move,
     is_newer_list,
     merge_task,
     message_items,
@@ -823,26 +824,22 @@ class AppState(rx.State):
 
     @rx.event(background=True)
     async def move_task(self, task_id: str, step_id: str) -> AsyncIterator[Any]:
-        """Move a card to another step; the workflow guard may refuse (pending question)."""
+        """A card's "Move to" menu (every viewport, and the keyboard's way to move)."""
+        async for event in move_from(self, task_id, step_id):
+            yield event
+
+    @rx.event(background=True)
+    async def drop_card(self, step_id: str, task_id: str) -> AsyncIterator[Any]:
+        """A card dragged onto a board column (``components/drag.py``): the menu's move.
+
+        Both ids come from the browser's drop event, so only a card of this board dropped on
+        another of its columns becomes a move request.
+        """
         async with self:
-            self.board_notice = ""
-            title = self._tasks.get(task_id, {}).get("title", "The task")
-        notice = ""
-        try:
-            moved = await gateway.move_task(task_id, step_id)
-        except Exception as exc:
-            error = gateway.describe(exc)
-            if error.code == "clarification_pending":
-                notice = f"“{title}” has an open agent question. Answer it before moving the task."
-            else:
-                notice = error.message
-            fresh = await gateway.tasks_by_id([task_id])
-            moved = fresh.get(task_id)
-        async with self:
-            self.board_notice = notice
-            if moved is not None:
-                self._store_tasks({task_id: merge_task(self._tasks.get(task_id), moved)})
-        yield
+            if not is_board_move(self.board_columns, task_id, step_id):
+                return
+        async for event in move_from(self, task_id, step_id):
+            yield event
 
     # -- live updates ----------------------------------------------------------------------------
 
@@ -1004,6 +1001,36 @@ async def drive_activation(
     yield rx.redirect(opened.path)
     if opened.view.session_id:
         await load_view_into(owner, opened.view, app_of)
+
+
+async def move_from(state: AppState, task_id: str, step_id: str) -> AsyncIterator[Any]:
+    """Move a card to another step through the workflow guard, then show where it is.
+
+    A refusal (a task with an open agent question cannot leave its step, or any other error)
+    is shown above the board, and the card is re-read so it stays where the server keeps it.
+    """
+    async with state:
+        state.board_notice = ""
+        title = state._tasks.get(task_id, {}).get("title", "The task")
+    notice = ""
+    moved: dict[str, Any] | None = None
+    try:
+        moved = await gateway.move_task(task_id, step_id)
+    except Exception as exc:
+        error = gateway.describe(exc)
+        if error.code == "clarification_pending":
+            notice = f"“{title}” has an open agent question. Answer it before moving the task."
+        else:
+            notice = error.message
+        try:
+            moved = (await gateway.tasks_by_id([task_id])).get(task_id)
+        except Exception as reread:
+            log.warning("re-reading task %s after a refused move failed: %r", task_id, reread)
+    async with state:
+        state.board_notice = notice
+        if moved is not None:
+            state._store_tasks({task_id: merge_task(state._tasks.get(task_id), moved)})
+    yield
 
 
 async def respond_from(state: AppState, *, rejected: bool) -> AsyncIterator[Any]:

@@ -289,6 +289,19 @@ def board_columns(workflow: WorkflowItem | None, rows: Iterable[TaskRow]) -> lis
     ]
 
 
+def is_board_move(columns: Iterable[BoardColumn], task_id: str, step_id: str) -> bool:
+    """Whether a card dropped on a board column asks for a move.
+
+    The drop's ids come from the browser, so they are checked against what the board shows:
+    the task is a card on it and the step is another of its columns. A drop on the card's own
+    column, or of anything else, is no move at all (the server would refuse a foreign step).
+    """
+    for column in columns:
+        if any(t.id == task_id for t in column.tasks):
+            return any(s.id == step_id for s in column.targets)
+    return False
+
+
 def merge_task(
     current: Mapping[str, Any] | None,
     fresh: Mapping[str, Any],

@@ -4,9 +4,9 @@ Activation of a task whose *secondary* session owns the question opens that sess
 the question (S09), from the desktop sidebar and from the phone task sheet (which closes);
 answering and skipping close the overlay and clear the task's icon; a stale overlay answered
 after its question was superseded is closed by the 409 conflict handling without prompting the
-agent (S15); the board shows the workflow's steps and the guard's refusal. Screenshots go to
-``tests/artifacts``. The click-to-question time is a benchmark (``benchmarks/activation.py``),
-not a test.
+agent (S15); the board shows the workflow's steps, moves a dragged card, and shows the guard's
+refusal. Screenshots go to ``tests/artifacts``. The click-to-question time is a benchmark
+(``benchmarks/activation.py``), not a test.
 """
 
 from __future__ import annotations
@@ -345,6 +345,45 @@ def test_board_shows_the_steps_and_the_guard_refusal(
     expect(desktop.locator("#board-notice")).to_contain_text("open agent question")
     in_progress = next(s for s in steps if s["id"] == api.task(seeded.task_id)["workflow_step_id"])
     expect(desktop.locator(f"#board-step-{in_progress['id']}")).to_contain_text(seeded.title)
+
+
+def test_dragging_a_card_onto_a_column_moves_it_through_the_guard(
+    desktop: Page, app_url: str, api: Api, seeded: PendingTask
+) -> None:
+    created = api.post("/tasks", {"title": "Drag me to Review"})
+    review = api.step_id(created["id"], "Review")
+    done = api.step_id(seeded.task_id, "Done")
+    guarded_step = api.task(seeded.task_id)["workflow_step_id"]
+    desktop.goto(f"{app_url}/board")
+    card = desktop.locator(f"#board-drag-{created['id']}")
+    expect(card).to_be_visible()
+
+    target = desktop.locator(f"#board-step-{review}")
+    card.hover()
+    desktop.mouse.down()
+    box = target.bounding_box()
+    assert box is not None
+    desktop.mouse.move(box["x"] + box["width"] / 2, box["y"] + 40, steps=5)
+    expect(target).to_have_attribute("data-drop-over", "true")
+    # The highlight (after its short transition): the column's colour differs from another's.
+    desktop.wait_for_function(
+        """([lit, other]) => getComputedStyle(document.getElementById(lit)).backgroundColor
+            !== getComputedStyle(document.getElementById(other)).backgroundColor""",
+        arg=[f"board-step-{review}", f"board-step-{done}"],
+        timeout=5000,
+    )
+    desktop.mouse.up()
+    expect(desktop.locator(f"#board-step-{review}")).to_contain_text("Drag me to Review")
+    api.wait_for(
+        lambda: api.task(created["id"])["workflow_step_id"] == review, "the dragged task moved"
+    )
+    expect(desktop.locator("[data-drop-over]")).to_have_count(0)
+
+    # A task with an open question is refused by the same guard as the menu's move.
+    desktop.locator(f"#board-drag-{seeded.task_id}").drag_to(desktop.locator(f"#board-step-{done}"))
+    expect(desktop.locator("#board-notice")).to_contain_text("open agent question")
+    expect(desktop.locator(f"#board-step-{guarded_step}")).to_contain_text(seeded.title)
+    assert api.task(seeded.task_id)["workflow_step_id"] == guarded_step
 
 
 def test_phone_board_stacks_columns_without_sideways_scroll(

@@ -25,6 +25,7 @@ from state.ui_models import (
     choose_option,
     first_unanswered,
     invalidate_summary,
+    is_board_move,
     is_newer_list,
     list_revision,
     merge_task,
@@ -189,6 +190,18 @@ def test_board_columns_list_every_step_and_the_other_steps_as_move_targets() -> 
     ]
     assert [s.id for s in columns[0].targets] == ["a-done"]
     assert board_columns(None, rows) == []
+
+
+def test_a_dropped_card_is_a_move_only_onto_another_column_of_its_board() -> None:
+    workflows = workflow_items(BOOT)
+    rows = task_rows([task("t1"), task("t2", step="b-todo", workflow="wf-b")], workflows)
+    columns = board_columns(workflows[0], rows)
+    assert is_board_move(columns, "t1", "a-done")
+    assert not is_board_move(columns, "t1", "a-todo"), "its own column: no move"
+    assert not is_board_move(columns, "t1", "b-todo"), "a step of another workflow"
+    assert not is_board_move(columns, "t2", "a-done"), "a card of another board"
+    assert not is_board_move(columns, "", "a-done"), "a drop that carried no card"
+    assert not is_board_move(columns, "t1", ""), "a drop outside any column"
 
 
 # -- summaries only move forward -------------------------------------------------------------
