@@ -177,7 +177,9 @@ def board() -> rx.Component:
             id="board",
             aria_label="Workflow board",
             width="100%",
-            align_items="start",
+            # Every column as tall as the longest: a card far down a long column can be
+            # dropped sideways onto a short one.
+            align_items="stretch",
         ),
         direction="column",
         spacing="4",

@@ -347,9 +347,27 @@ def test_board_shows_the_steps_and_the_guard_refusal(
     expect(desktop.locator(f"#board-step-{in_progress['id']}")).to_contain_text(seeded.title)
 
 
+def _drag_over(page: Page, card: Any, column: Any) -> None:
+    """Press on ``card`` and move the pointer sideways into ``column`` (button still down).
+
+    Columns are as tall as the board, so the point level with the card lies in every column,
+    however far the board was scrolled to reach the card.
+    """
+    card.scroll_into_view_if_needed()
+    start, end = card.bounding_box(), column.bounding_box()
+    assert start is not None and end is not None
+    y = start["y"] + start["height"] / 2
+    page.mouse.move(start["x"] + start["width"] / 2, y)
+    page.mouse.down()
+    page.mouse.move(end["x"] + end["width"] / 2, y, steps=8)
+
+
 def test_dragging_a_card_onto_a_column_moves_it_through_the_guard(
     desktop: Page, app_url: str, api: Api, seeded: PendingTask
 ) -> None:
+    # A Backlog taller than the window: the card is reached by scrolling the board.
+    for n in range(12):
+        api.post("/tasks", {"title": f"Backlog filler {n + 1}"})
     created = api.post("/tasks", {"title": "Drag me to Review"})
     review = api.step_id(created["id"], "Review")
     done = api.step_id(seeded.task_id, "Done")
@@ -359,11 +377,7 @@ def test_dragging_a_card_onto_a_column_moves_it_through_the_guard(
     expect(card).to_be_visible()
 
     target = desktop.locator(f"#board-step-{review}")
-    card.hover()
-    desktop.mouse.down()
-    box = target.bounding_box()
-    assert box is not None
-    desktop.mouse.move(box["x"] + box["width"] / 2, box["y"] + 40, steps=5)
+    _drag_over(desktop, card, target)
     expect(target).to_have_attribute("data-drop-over", "true")
     # The highlight (after its short transition): the column's colour differs from another's.
     desktop.wait_for_function(
@@ -380,7 +394,12 @@ def test_dragging_a_card_onto_a_column_moves_it_through_the_guard(
     expect(desktop.locator("[data-drop-over]")).to_have_count(0)
 
     # A task with an open question is refused by the same guard as the menu's move.
-    desktop.locator(f"#board-drag-{seeded.task_id}").drag_to(desktop.locator(f"#board-step-{done}"))
+    _drag_over(
+        desktop,
+        desktop.locator(f"#board-drag-{seeded.task_id}"),
+        desktop.locator(f"#board-step-{done}"),
+    )
+    desktop.mouse.up()
     expect(desktop.locator("#board-notice")).to_contain_text("open agent question")
     expect(desktop.locator(f"#board-step-{guarded_step}")).to_contain_text(seeded.title)
     assert api.task(seeded.task_id)["workflow_step_id"] == guarded_step
