@@ -53,6 +53,12 @@ def _dropped_card(e: Var[Any]) -> tuple[Var[str], Var[str]]:
     )
 
 
+def _with_attrs(props: dict[str, Any], attrs: dict[str, Any]) -> dict[str, Any]:
+    """The drag attributes and handlers, plus any ``custom_attrs`` the caller passed (taken out
+    of ``props``). Handlers go in as raw attributes: they are DOM work, not Reflex events."""
+    return {**attrs, **props.pop("custom_attrs", {})}
+
+
 class DropColumn(rx.el.Section):
     """A board column that takes dropped cards: ``on_drop(step_id, task_id)``."""
 
@@ -60,21 +66,11 @@ class DropColumn(rx.el.Section):
 
     @classmethod
     def create(cls, *children: Any, step_id: Any, **props: Any) -> rx.Component:
-        custom_attrs = {
-            "data-step-id": step_id,
-            "onDragOver": Var(_OVER),
-            "onDragLeave": Var(_LEAVE),
-            **props.pop("custom_attrs", {}),
-        }
-        return super().create(*children, custom_attrs=custom_attrs, **props)
+        attrs = {"data-step-id": step_id, "onDragOver": Var(_OVER), "onDragLeave": Var(_LEAVE)}
+        return super().create(*children, custom_attrs=_with_attrs(props, attrs), **props)
 
 
 def draggable_card(*children: Any, task_id: Any, **props: Any) -> rx.Component:
     """A card the pointer can drag onto another :class:`DropColumn`."""
-    custom_attrs = {
-        "data-task-id": task_id,
-        "onDragStart": Var(_START),
-        "onDragEnd": Var(_END),
-        **props.pop("custom_attrs", {}),
-    }
-    return rx.flex(*children, draggable=True, custom_attrs=custom_attrs, **props)
+    attrs = {"data-task-id": task_id, "onDragStart": Var(_START), "onDragEnd": Var(_END)}
+    return rx.flex(*children, draggable=True, custom_attrs=_with_attrs(props, attrs), **props)
