@@ -6,6 +6,7 @@ Errors have one JSON shape, ``{"error": code, "message": text, ...}``; validatio
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from urllib.parse import unquote_to_bytes
 
@@ -14,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.api.routes import (
     agent,
@@ -54,6 +55,49 @@ class RefuseNulCharacters:
         await self.app(scope, receive, send)
 
 
+class HandleUnexpectedErrors:
+    """Unexpected failures of an HTTP request end here, inside the app: logged with their
+    stack trace, answered ``500 {"error": "internal", ...}`` without internals.
+
+    An ``@exception_handler(Exception)`` alone is not enough: Starlette's
+    ``ServerErrorMiddleware`` sends its response and then re-raises, so the server logs
+    "Exception in ASGI application" and drops the kept-alive connection, and the client's next
+    request on it fails. Added with ``add_middleware``, this sits inside that middleware and
+    outside the routes' own handlers (domain, validation, HTTP errors), and returns normally.
+
+    If the response has already started it cannot be replaced: a chunked body is ended, and a
+    body of declared length is left short for the server to close the connection. Cancellation
+    (``BaseException``) propagates; WebSockets pass through untouched."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = completed = sized = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started, completed, sized
+            if message["type"] == "http.response.start":
+                started = True
+                sized = any(k.lower() == b"content-length" for k, _ in message.get("headers", ()))
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                completed = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception:
+            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            with contextlib.suppress(Exception):  # the client is gone: nothing left to tell
+                if not started:
+                    await error(500, "internal", "internal server error")(scope, receive, send)
+                elif not completed and not sized:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 def create_api(runtime: Runtime) -> FastAPI:
     api = FastAPI(
         title="Kandev API",
@@ -64,6 +108,7 @@ def create_api(runtime: Runtime) -> FastAPI:
     )
     api.state.runtime = runtime
     api.add_middleware(RefuseNulCharacters)
+    api.add_middleware(HandleUnexpectedErrors)
 
     @api.exception_handler(DomainError)
     async def domain_error(_: Request, exc: DomainError) -> JSONResponse:
@@ -83,6 +128,8 @@ def create_api(runtime: Runtime) -> FastAPI:
 
     @api.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        """Only for a failure outside :class:`HandleUnexpectedErrors` (a middleware added
+        later, e.g. Reflex's CORS): same shape, though Starlette then re-raises."""
         log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         return error(500, "internal", "internal server error")
 
