@@ -20,37 +20,33 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from backend import failpoints
 from backend.authority.sql import (
     DISPATCH_ATTEMPTED,
     DISPATCH_PENDING,
-    current_turn_id,
     has_message_evidence,
     messages,
-    sessions,
     turns,
 )
 from backend.clarifications import claims
 from backend.db.engine import write_tx
 from backend.db.json import json_flag, json_merge, json_text
 from backend.events import Event, EventBus
+from backend.orchestrator import reservations
 from backend.orchestrator.admission import set_state_for_generation
 from backend.orchestrator.reservations import (
     CLAIMED_MESSAGES,
-    PRIVATE_KEYS,
+    COMPLETION_STATUS,
     SOURCE_PENDING_ID,
+    START_EVENT_PENDING,
 )
 from backend.request_evidence import DELIVERY_INTENT, pending_id
-from backend.vocabulary import TERMINAL_SESSION_STATES, SessionState
+from backend.vocabulary import SessionState
 
 log = logging.getLogger(__name__)
-
-#: Turn metadata key: this turn's ``turn.started`` (and maybe ``turn.completed``) must be
-#: (re)published before the marker is cleared.
-START_EVENT_PENDING = "start_event_pending"
 
 
 class RecoveryError(RuntimeError):
@@ -93,80 +89,34 @@ async def _reconcile_reservations(conn: AsyncConnection) -> None:
         bundle = turn.metadata.get(SOURCE_PENDING_ID)
         if turn.attempted or turn.evidenced:
             # Ambiguous: the agent may have the answer. Keep the successor and the answer.
-            marker = {**dict.fromkeys(PRIVATE_KEYS), START_EVENT_PENDING: True}
-            await conn.execute(
-                update(turns)
-                .where(turns.c.id == turn.id)
-                .values(metadata=json_merge(turns.c.metadata, marker))
-            )
-            await _retire_intents(conn, ids)
+            await reservations.to_outbox(conn, turn.id)
+            await claims.retire_messages(conn, ids)
             # Nobody will deliver that turn's ready event to this process: free the session.
             await set_state_for_generation(
                 conn, turn.session_id, turn.prompt_generation, SessionState.IDLE
             )
             log.warning("recovery: kept ambiguous successor %s of bundle %s", turn.id, bundle)
             continue
-        await conn.execute(delete(turns).where(turns.c.id == turn.id))
-        await _restore_rows(conn, ids)
-        await set_state_for_generation(
-            conn, turn.session_id, turn.prompt_generation, SessionState.WAITING_FOR_INPUT
-        )
+        # Deletes it, hands the session back and restores exactly the claimed rows.
+        await reservations.roll_back(conn, turn.session_id, turn.id, turn.prompt_generation)
         log.warning(
             "recovery: rolled back unattempted reservation %s of bundle %s", turn.id, bundle
         )
 
 
-async def _held_intents(conn: AsyncConnection, ids: list[str]) -> list[tuple[str, str]]:
-    """``(pending_id, intent_id)`` of the claims still held by any of the rows ``ids``."""
-    intent = json_text(messages.c.metadata, DELIVERY_INTENT)
-    stmt = (
-        select(pending_id(messages), intent)
-        .where(messages.c.id.in_(ids), intent.is_not(None))
-        .distinct()
-    )
-    return [(bundle, held) for bundle, held in await conn.execute(stmt)]
-
-
-async def _restore_rows(conn: AsyncConnection, ids: list[str]) -> None:
-    """Exactly the claimed rows that still hold a claim go back to pending."""
-    for bundle, intent in await _held_intents(conn, ids):
-        await claims.restore(conn, bundle, intent)
-
-
-async def _retire_intents(conn: AsyncConnection, ids: list[str]) -> None:
-    for bundle, intent in await _held_intents(conn, ids):
-        await claims.finalize(conn, bundle, intent)
-
-
 async def _reconcile_intents(conn: AsyncConnection) -> None:
     """Claims that never reached a handoff: restore while current, retire otherwise."""
+    intent = json_text(messages.c.metadata, DELIVERY_INTENT)
     held = (
         await conn.execute(
-            select(
-                messages.c.session_id,
-                pending_id(messages).label("bundle"),
-                json_text(messages.c.metadata, DELIVERY_INTENT).label("intent"),
-                messages.c.turn_id,
-                sessions.c.state,
-                current_turn_id(messages.c.session_id).label("current"),
-            )
-            .join(sessions, sessions.c.id == messages.c.session_id)
-            .where(json_text(messages.c.metadata, DELIVERY_INTENT).is_not(None))
+            select(pending_id(messages), intent).where(intent.is_not(None)).distinct()
         )
     ).all()
-    decided: dict[tuple[str, str], bool] = {}
-    for row in held:
-        key = (row.bundle, row.intent)
-        still_current = row.state not in TERMINAL_SESSION_STATES and (
-            not row.turn_id or row.turn_id == row.current
-        )
-        decided[key] = decided.get(key, True) and still_current
-    for (bundle, intent), restore in decided.items():
-        if restore:
-            await claims.restore(conn, bundle, intent)
+    for bundle, held_intent in held:
+        released = await claims.release(conn, bundle, held_intent)
+        if released.restored:
             log.warning("recovery: restored unhanded response to %s", bundle)
         else:
-            await claims.finalize(conn, bundle, intent)
             log.warning("recovery: retired stale response intent on %s", bundle)
 
 
@@ -174,7 +124,13 @@ async def _replay_start_events(engine: AsyncEngine, bus: EventBus) -> None:
     async with write_tx(engine) as conn:
         marked = (
             await conn.execute(
-                select(turns.c.id, turns.c.session_id, turns.c.task_id, turns.c.completed_at)
+                select(
+                    turns.c.id,
+                    turns.c.session_id,
+                    turns.c.task_id,
+                    turns.c.completed_at,
+                    json_text(turns.c.metadata, COMPLETION_STATUS).label("status"),
+                )
                 .where(json_flag(turns.c.metadata, START_EVENT_PENDING))
                 .order_by(turns.c.started_at, turns.c.created_at, turns.c.id)
             )
@@ -183,7 +139,10 @@ async def _replay_start_events(engine: AsyncEngine, bus: EventBus) -> None:
         data = {"session_id": turn.session_id, "task_id": turn.task_id, "turn_id": turn.id}
         await bus.publish(Event("turn.started", data))
         if turn.completed_at is not None:
-            await bus.publish(Event("turn.completed", {**data, "status": "completed"}))
+            # The status the turn really ended with (turns completed before it was recorded
+            # said nothing: "completed", as before).
+            status = turn.status or "completed"
+            await bus.publish(Event("turn.completed", {**data, "status": status}))
         async with write_tx(engine) as conn:
             await conn.execute(
                 update(turns)

@@ -70,6 +70,7 @@ class Runtime:
             self.waiters,
             callback_url=settings.public_url,
             watchdog_delay_s=settings.primary_answer_watchdog_s,
+            ack_timeout_s=settings.agentctl_ack_timeout_s,
         )
         self.responder = Responder(
             engine, self.waiters, self.orchestrator, self.events, self.summaries
@@ -95,9 +96,15 @@ class Runtime:
         """Recover every crash window, then allocate the projection epoch; only then is the
         runtime ready (a failure propagates and the server does not start)."""
         failpoints.load_from_env()
-        await recover(self.engine, self.bus)
-        clock = await RevisionClock.start(self.engine)
+        # The summary projector subscribes first so it hears start-up replay (the events only
+        # name tasks whose summaries it re-derives): a cache repairer, not admitted work.
         await self.projector.start()
+        try:
+            await recover(self.engine, self.bus)
+            clock = await RevisionClock.start(self.engine)
+        except BaseException:
+            await self.projector.stop()
+            raise
         log.info("backend started with projection epoch %s", clock.epoch)
         self._revisions = clock
 

@@ -44,7 +44,7 @@ from backend.authority.sql import (
 from backend.db.json import json_flag
 from backend.errors import Conflict, NotFound
 from backend.models import TaskStatusSummary
-from backend.recovery import START_EVENT_PENDING
+from backend.orchestrator.reservations import START_EVENT_PENDING
 from backend.request_evidence import has_delivery_intent
 from backend.vocabulary import SessionState
 

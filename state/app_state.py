@@ -852,7 +852,7 @@ class AppState(rx.State):
         messages_changed = False
         for event in batch:
             kind, data = event.type, event.data
-            if kind in MESSAGE_EVENTS:
+            if kind in MESSAGE_EVENTS or kind == "session.updated":
                 flow.projections.apply_event(data)
             if kind == "task.status_summary.updated":
                 tid = data.get("task_id", "")

@@ -13,15 +13,26 @@ from typing import Any
 
 import pytest
 
-HEADER = """# Reliability: the fault matrix
+BEGIN = "<!-- fault-matrix:begin (written by the suite) -->\n"
+END = "<!-- fault-matrix:end -->\n"
+HEADER = """## The fault matrix
 
 Produced by the test suite (`scripts/test --fault-matrix=docs/reliability.md`): every fault
 point the tests inject, on each database, with the outcome the test asserts. A row reads
-"passed" only when that test passed in the run that wrote this file.
+"passed" only when that test passed in the run that wrote this file. Only the text between
+the two markers is rewritten; the rest of the file is written by hand.
 
 | fault point | action | outcome asserted | test | sqlite | postgres |
 | --- | --- | --- | --- | --- | --- |
 """
+
+
+def replace_matrix(document: str, matrix: str) -> str:
+    """``document`` with its marked matrix region replaced (appended when it has none)."""
+    start, end = document.find(BEGIN), document.find(END)
+    if start == -1 or end < start:
+        return document.rstrip("\n") + "\n\n" + BEGIN + matrix + END
+    return document[: start + len(BEGIN)] + matrix + document[end:]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,7 +63,8 @@ class FaultMatrix:
                 f"| `{point}` | {action} | {asserted} | `{test}` | "
                 f"{results.get('sqlite', '-')} | {results.get('postgres', '-')} |\n"
             )
-        self.path.write_text("".join(lines))
+        document = self.path.read_text() if self.path.exists() else ""
+        self.path.write_text(replace_matrix(document, "".join(lines)))
 
 
 def pytest_configure(config: pytest.Config) -> None:

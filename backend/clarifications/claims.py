@@ -9,6 +9,7 @@ intent id, so whichever runs first wins and the other changes nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, case, func, literal, or_, select, update
@@ -17,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from backend.authority.sql import current_turn_id, messages, sessions
 from backend.db.json import json_merge, json_text
 from backend.request_evidence import DELIVERY_INTENT, constant, is_pending_row, pending_id
-from backend.vocabulary import MessageType, RequestStatus
+from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, RequestStatus, SessionState
 
 DELIVERY_PATH = "delivery_path"
 #: Keys a claim adds, all removed again by a restore.
@@ -111,6 +112,84 @@ async def restore(conn: AsyncConnection, bundle_id: str, intent_id: str) -> list
     return [dict(row._mapping) for row in await conn.execute(stmt)]
 
 
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What releasing an unhanded claim did: ``restored`` (pending again, the same answer may
+    be sent) or retired as terminal history (its turn is no longer current)."""
+
+    rows: list[dict[str, Any]]
+    restored: bool
+
+
+async def release(conn: AsyncConnection, bundle_id: str, intent_id: str) -> Released:
+    """A claim whose answer certainly never reached the agent: restore it while its turn is
+    still the session's current turn and the session is live; otherwise retire the intent,
+    leaving the rows terminal (history is never reactivated, a superseded answer not re-armed).
+    """
+    held = (
+        await conn.execute(
+            select(
+                messages.c.turn_id,
+                sessions.c.state,
+                current_turn_id(messages.c.session_id).label("current"),
+            )
+            .join(sessions, sessions.c.id == messages.c.session_id)
+            .where(_holding(bundle_id, intent_id))
+        )
+    ).all()
+    current = bool(held) and all(
+        row.state not in TERMINAL_SESSION_STATES and (not row.turn_id or row.turn_id == row.current)
+        for row in held
+    )
+    if current:
+        rows = await restore(conn, bundle_id, intent_id)
+        if rows:
+            # An idle session whose question is answerable again is waiting for input (a
+            # ready event may have settled it while the claim was held).
+            await conn.execute(
+                update(sessions)
+                .where(
+                    sessions.c.id == rows[0]["session_id"],
+                    sessions.c.state == SessionState.IDLE.value,
+                )
+                .values(state=SessionState.WAITING_FOR_INPUT.value)
+            )
+        return Released(rows, restored=True)
+    return Released(await finalize(conn, bundle_id, intent_id), restored=False)
+
+
+async def held_intents(conn: AsyncConnection, message_ids: list[str]) -> list[tuple[str, str]]:
+    """``(pending_id, intent_id)`` of the claims still held by any of the rows ``message_ids``."""
+    intent = json_text(messages.c.metadata, DELIVERY_INTENT)
+    stmt = (
+        select(pending_id(messages), intent)
+        .where(messages.c.id.in_(message_ids), intent.is_not(None))
+        .distinct()
+    )
+    return [(bundle, held) for bundle, held in await conn.execute(stmt)]
+
+
+async def release_messages(conn: AsyncConnection, message_ids: list[str]) -> Released:
+    """:func:`release` every claim still held on ``message_ids`` (a rolled-back reservation's
+    claimed rows); ``restored`` when there was one and all of it is pending again."""
+    held = await held_intents(conn, message_ids)
+    rows: list[dict[str, Any]] = []
+    restored = bool(held)
+    for bundle, intent in held:
+        released = await release(conn, bundle, intent)
+        rows.extend(released.rows)
+        restored = restored and released.restored
+    return Released(rows, restored)
+
+
+async def retire_messages(conn: AsyncConnection, message_ids: list[str]) -> list[dict[str, Any]]:
+    """Retire every claim still held on ``message_ids``: the answer may have left."""
+    rows: list[dict[str, Any]] = []
+    for bundle, intent in await held_intents(conn, message_ids):
+        rows.extend(await finalize(conn, bundle, intent))
+    return rows
+
+
 async def cancel(conn: AsyncConnection, session_id: str, bundle_id: str) -> list[dict[str, Any]]:
     """Cancel the bundle's claimable rows (no intent: cancellation is terminal at once)."""
     stmt = (
@@ -120,3 +199,12 @@ async def cancel(conn: AsyncConnection, session_id: str, bundle_id: str) -> list
         .returning(*messages.c)
     )
     return [dict(row._mapping) for row in await conn.execute(stmt)]
+
+
+async def is_claimed(conn: AsyncConnection, bundle_id: str) -> bool:
+    """Whether a response holds a delivery intent on any row of the bundle."""
+    stmt = select(messages.c.id).where(
+        pending_id(messages) == bundle_id,
+        json_text(messages.c.metadata, DELIVERY_INTENT).is_not(None),
+    )
+    return (await conn.execute(stmt.limit(1))).first() is not None

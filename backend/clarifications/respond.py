@@ -16,9 +16,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -33,7 +34,7 @@ from backend.db.engine import read_tx, write_tx
 from backend.errors import ConvergenceFailed, DeliveryFailed, DomainError, NotActive, NotFound
 from backend.events.publisher import EventPublisher
 from backend.ids import new_id
-from backend.orchestrator.service import Orchestrator, ResumeAmbiguous, ResumeNotAccepted
+from backend.orchestrator.service import DispatchTicket, Orchestrator
 from backend.projections.summaries import TaskSummaries
 from backend.request_evidence import pending_id as pending_id_of
 from backend.vocabulary import MessageType, RequestStatus
@@ -83,7 +84,35 @@ class Responder:
         answer_values = self._check_answers(rows, answers or [], rejected)
 
         intent_id = new_id()
+        # A claim that committed for a caller already gone is released at once, not stranded.
+        facts, claimed, path = await bounded(
+            self._claim(pending_id, answer_values, rejected, reason, intent_id),
+            undo=lambda made: self._release(made[0], intent_id, converge=False),
+        )
+        try:
+            await failpoints.hit("respond.after_claim")
+        except BaseException as error:
+            await self._unhanded(facts, intent_id, error, "the answer could not be delivered")
+        if path == "live":
+            delivered = await self._deliver_live(facts, claimed, intent_id, rejected)
+            if delivered is not None:
+                return delivered
+        return await self._deliver_detached(facts, claimed, intent_id, rejected)
+
+    async def _claim(
+        self,
+        pending_id: str,
+        answer_values: dict[str, dict[str, Any]],
+        rejected: bool,
+        reason: str | None,
+        intent_id: str,
+    ) -> tuple[BundleFacts, list[dict[str, Any]], str]:
+        """Classify and claim in one transaction holding the session lock (409 + state when
+        the bundle is not active; nothing written)."""
         async with write_tx(self.engine) as conn:
+            facts = await bundle_facts(conn, pending_id)
+            if facts is None:
+                raise NotFound("no such clarification")
             await claims.lock_session(conn, facts.session_id)
             facts = await bundle_facts(conn, pending_id)
             assert facts is not None
@@ -98,13 +127,7 @@ class Responder:
             )
             if len(claimed) != len(patches):
                 raise NotActive("the question changed meanwhile", state="delivery_claimed")
-
-        await failpoints.hit("respond.after_claim")
-        if path == "live":
-            delivered = await self._deliver_live(facts, claimed, intent_id, rejected)
-            if delivered is not None:
-                return delivered
-        return await self._deliver_detached(facts, claimed, intent_id, rejected)
+        return facts, claimed, path
 
     # -- validation ---------------------------------------------------------------------
 
@@ -185,7 +208,14 @@ class Responder:
         self, facts: BundleFacts, claimed: list[dict[str, Any]], intent_id: str, rejected: bool
     ) -> str | None:
         """Hand the response to the waiting agent; ``None`` if the waiter vanished first (the
-        caller then falls back to detached delivery with the same claim)."""
+        caller then falls back to detached delivery with the same claim).
+
+        The waiter confirms durably before the agent sees the response. Without confirmation
+        within :data:`LIVE_CONFIRM_WAIT_S` the claim is released — restored while its turn is
+        current, retired otherwise (never restored after a successor was accepted) — and
+        exactly one of release and confirmation wins (intent-keyed compare-and-set). A
+        cancelled responder still waits for that outcome (shielded, bounded) before leaving.
+        """
         loop = asyncio.get_running_loop()
         outcome = WaiterOutcome(
             "rejected" if rejected else "answered",
@@ -196,56 +226,110 @@ class Responder:
         if not self.waiters.resolve(facts.pending_id, outcome):
             return None
         assert outcome.confirmation is not None
+        cancelled: BaseException | None = None
         try:
-            confirmed = await asyncio.wait_for(
-                asyncio.shield(outcome.confirmation), LIVE_CONFIRM_WAIT_S
-            )
-        except (TimeoutError, Exception):
-            log.warning("live delivery of %s not confirmed in time", facts.pending_id)
-            restored = await self._restore(facts, intent_id)
-            if restored:
-                raise DeliveryFailed("the agent did not take the answer", retryable=True) from None
-            confirmed = await self._current_rows(claimed)
+            await bounded(_await_result(outcome.confirmation), LIVE_CONFIRM_WAIT_S + 1)
+        except asyncio.CancelledError as error:
+            cancelled = error
+        confirmed = _result_or_none(outcome.confirmation)
         if not confirmed:
-            raise DeliveryFailed("the answer could not be confirmed", retryable=True)
-        await self._publish(confirmed)
+            log.warning("live delivery of %s not confirmed in time", facts.pending_id)
+            released = await self._release(facts, intent_id, converge=cancelled is None)
+            if cancelled is not None:
+                raise cancelled
+            if released.rows:
+                raise DeliveryFailed(
+                    "the agent did not take the answer"
+                    if released.restored
+                    else "the question was superseded before the agent took the answer",
+                    retryable=released.restored,
+                )
+            # Nothing held any more: the confirmation won after our deadline.
+            confirmed = await self._current_rows(claimed)
+            if any(
+                row["metadata"].get("status") == RequestStatus.PENDING.value for row in confirmed
+            ):
+                raise DeliveryFailed("the answer was not delivered", retryable=True)
+        await self._publish_quietly(confirmed)
+        if cancelled is not None:
+            raise cancelled
         return "rejected" if rejected else "delivered"
 
     async def _deliver_detached(
         self, facts: BundleFacts, claimed: list[dict[str, Any]], intent_id: str, rejected: bool
     ) -> str:
-        if rejected:
-            await self._publish(await self._finalize(facts.pending_id, intent_id))
+        if rejected:  # a detached Skip: persisted, the agent is not resumed
+            try:
+                rows = await self._finalize(facts.pending_id, intent_id)
+            except BaseException as error:
+                await self._unhanded(facts, intent_id, error, "the skip could not be saved")
+            await self._publish_quietly(rows)
             return "rejected"
         answer = {
             "pending_id": facts.pending_id,
             "rejected": False,
             "answers": list(self._agent_answers(claimed)),
         }
+        ticket = DispatchTicket()
         try:
-            await self.orchestrator.resume_with_answer(
+            await self.orchestrator.resume.run(
                 facts.session_id,
                 facts.turn_id,
                 facts.pending_id,
                 [r["id"] for r in claimed],
                 answer,
+                ticket=ticket,
             )
-        except DomainError:
-            # Refused before any dispatch (e.g. the agent is still busy): nothing was sent.
-            await self._restore(facts, intent_id)
-            raise
-        except ResumeNotAccepted as error:
-            log.warning("resume of %s not accepted: %s", facts.pending_id, error)
-            await self._restore(facts, intent_id)
-            raise DeliveryFailed("the agent did not accept the answer", retryable=True) from None
-        except ResumeAmbiguous as error:
-            log.error("resume of %s ambiguous: %s", facts.pending_id, error)
-            await self._publish(await self._finalize(facts.pending_id, intent_id))
+        except BaseException as error:
+            await self._resume_failed(facts, intent_id, ticket, error)
+        await self._publish_quietly(await self._retire(facts.pending_id, intent_id))
+        return "resumed"
+
+    async def _resume_failed(
+        self, facts: BundleFacts, intent_id: str, ticket: DispatchTicket, error: BaseException
+    ) -> NoReturn:
+        """Settle the claim by what the resume got to (the ticket), whatever was raised."""
+        if ticket.may_have_been_sent:
+            log.error("resume of %s ambiguous: %r", facts.pending_id, error)
+            await self._publish_quietly(await self._retire(facts.pending_id, intent_id))
+            if not isinstance(error, Exception):
+                raise error
             raise DeliveryFailed(
                 "the agent may already have the answer; do not send it again", retryable=False
             ) from None
-        await self._publish(await self._finalize(facts.pending_id, intent_id))
-        return "resumed"
+        if not ticket.never_sent:
+            # The reservation could not be rolled back: it and the claim stay for start-up
+            # recovery, which restores exactly this claim (S29).
+            log.error("resume of %s left unresolved: %r", facts.pending_id, error)
+            if not isinstance(error, Exception):
+                raise error
+            raise DeliveryFailed(
+                "the answer could not be released; it is answerable again after a restart",
+                retryable=False,
+            ) from None
+        log.warning("resume of %s not accepted: %r", facts.pending_id, error)
+        await self._unhanded(
+            facts, intent_id, error, "the agent did not accept the answer", ticket.released
+        )
+
+    async def _unhanded(
+        self,
+        facts: BundleFacts,
+        intent_id: str,
+        error: BaseException,
+        message: str,
+        released: claims.Released | None = None,
+    ) -> NoReturn:
+        """The answer certainly never reached the agent: release the claim, then report.
+        A domain refusal (e.g. ``session_busy``) keeps its own error; a cancellation stays a
+        cancellation; anything else is a 500 whose ``retryable`` says whether it is pending
+        again."""
+        released = await self._release(
+            facts, intent_id, converge=isinstance(error, Exception), released=released
+        )
+        if not isinstance(error, Exception) or isinstance(error, DomainError):
+            raise error
+        raise DeliveryFailed(message, retryable=released.restored) from None
 
     async def _finalize(self, bundle_id: str, intent_id: str) -> list[dict[str, Any]]:
         async def work() -> list[dict[str, Any]]:
@@ -254,36 +338,60 @@ class Responder:
 
         return await bounded(work())
 
-    async def _restore(self, facts: BundleFacts, intent_id: str) -> list[dict[str, Any]]:
-        """Put the claimed rows back to pending, then make clients converge: publish the
-        restored rows and acknowledge the task summary synchronously. Raises
-        :class:`ConvergenceFailed` (still retryable) when either fails after the commit."""
+    async def _retire(self, bundle_id: str, intent_id: str) -> list[dict[str, Any]]:
+        """Finalize after the answer may have left: a failure cannot undo that, so it is
+        logged and start-up recovery retires the intent (its turn is no longer current)."""
+        try:
+            return await self._finalize(bundle_id, intent_id)
+        except Exception as error:
+            log.error("intent %s of %s not retired: %r", intent_id, bundle_id, error)
+            return []
 
-        async def work() -> list[dict[str, Any]]:
+    async def _release(
+        self,
+        facts: BundleFacts,
+        intent_id: str,
+        *,
+        converge: bool = True,
+        released: claims.Released | None = None,
+    ) -> claims.Released:
+        """Release a claim whose answer never reached the agent (restore while current,
+        retire otherwise), then make clients converge: publish the rows and acknowledge the
+        task summary synchronously. Raises :class:`ConvergenceFailed` (still retryable) when
+        a restore committed but either step failed (S39, S40). Without ``converge`` (the
+        caller is gone) publication is best effort and the projector repairs the summary.
+        ``released`` is a release already made (by a reservation's rollback) to converge on."""
+
+        async def work() -> claims.Released:
             async with write_tx(self.engine) as conn:
-                return await claims.restore(conn, facts.pending_id, intent_id)
+                return await claims.release(conn, facts.pending_id, intent_id)
 
-        rows = await bounded(work())
-        if not rows:
-            return rows
+        if released is None:  # (a rolled-back reservation already released it)
+            released = await bounded(work())
+        if not released.rows:
+            return released
+        if not converge:
+            await self._publish_quietly(released.rows)
+            return released
         failures: list[str] = []
         try:
-            await self._publish(rows)
+            await self._publish(released.rows)
         except Exception as error:
-            log.warning("restored rows of %s not published: %r", facts.pending_id, error)
+            log.warning("released rows of %s not published: %r", facts.pending_id, error)
             failures.append("publication")
-        try:
-            await self.summaries.refresh([facts.task_id])
-        except Exception as error:
-            log.warning("summary of task %s not acknowledged: %r", facts.task_id, error)
-            failures.append("task summary")
-        if failures:
+        if released.restored:
+            try:
+                await self.summaries.refresh([facts.task_id])
+            except Exception as error:
+                log.warning("summary of task %s not acknowledged: %r", facts.task_id, error)
+                failures.append("task summary")
+        if failures and released.restored:
             raise ConvergenceFailed(
                 f"the question is pending again and the same answer may be sent, but "
                 f"{' and '.join(failures)} failed to converge",
                 retryable=True,
             )
-        return rows
+        return released
 
     async def _current_rows(self, claimed: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The claimed rows as stored now (the waiter finalized them after our deadline)."""
@@ -295,3 +403,23 @@ class Responder:
     async def _publish(self, rows: list[dict[str, Any]]) -> None:
         for row in rows:
             await self.events.message("session.message.updated", row)
+
+    async def _publish_quietly(self, rows: list[dict[str, Any]]) -> None:
+        """Terminal updates after a durable outcome: a failed publication cannot change the
+        outcome (reads and the summary projector converge), so it is logged."""
+        try:
+            await self._publish(rows)
+        except Exception as error:
+            log.warning("message updates not published: %r", error)
+
+
+async def _await_result(future: asyncio.Future[Any]) -> None:
+    """Wait up to :data:`LIVE_CONFIRM_WAIT_S` for ``future``; its outcome is read after."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(asyncio.shield(future), LIVE_CONFIRM_WAIT_S)
+
+
+def _result_or_none(future: asyncio.Future[Any]) -> Any:
+    if not future.done() or future.cancelled() or future.exception() is not None:
+        return None
+    return future.result()

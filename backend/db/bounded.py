@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -29,11 +29,19 @@ T = TypeVar("T")
 BOUNDED_WRITE_S = 10.0
 
 
-async def bounded(work: Awaitable[T], seconds: float = BOUNDED_WRITE_S) -> T:
+async def bounded(
+    work: Awaitable[T],
+    seconds: float = BOUNDED_WRITE_S,
+    *,
+    undo: Callable[[T], Awaitable[object]] | None = None,
+) -> T:
     """Run ``work`` to completion even if the caller is cancelled, within ``seconds``.
 
     A caller cancelled while the work runs waits for the work (every repeated cancel too),
-    then re-raises its ``CancelledError``; the work's own outcome is then not reported.
+    then re-raises its ``CancelledError``; the work's own outcome is then not reported. When
+    the work succeeded and ``undo`` is given, ``undo(result)`` runs first (bounded the same
+    way): whatever the work created (a reservation, a claim) would otherwise be left with no
+    owner, because the caller that would have used it is gone.
     """
     task = asyncio.ensure_future(asyncio.wait_for(work, seconds))
     try:
@@ -42,6 +50,8 @@ async def bounded(work: Awaitable[T], seconds: float = BOUNDED_WRITE_S) -> T:
         while not task.done():
             with contextlib.suppress(BaseException):  # a repeated cancel, or the work's end
                 await asyncio.shield(task)
-        with contextlib.suppress(BaseException):
-            task.result()  # retrieved, so an abandoned outcome's error is not logged as lost
+        succeeded = not task.cancelled() and task.exception() is None  # (retrieves the error)
+        if undo is not None and succeeded:
+            with contextlib.suppress(BaseException):
+                await bounded(undo(task.result()), seconds)
         raise

@@ -62,6 +62,14 @@ class EventPublisher:
         await failpoints.hit("events.message")
         await self.bus.publish(Event(event_type, data))
 
+    async def session_updated(self, session_id: str, task_id: str) -> None:
+        """``session.updated`` with the session's revisioned ``pending_action`` (omitted when
+        the projection fails), so a state change alone — e.g. entering a terminal state whose
+        expiry could not run — still moves every client's projection forward."""
+        data: dict[str, Any] = {"session_id": session_id, "task_id": task_id}
+        data.update(await self._projection(session_id))
+        await self.bus.publish(Event("session.updated", data))
+
     async def _projection(self, session_id: str) -> dict[str, Any]:
         """``pending_action`` + revision, or nothing when the projection failed."""
         try:

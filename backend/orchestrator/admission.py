@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import and_, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import TERMINAL_STATES, sessions, turns
+from backend.authority.sql import DISPATCH_PENDING, TERMINAL_STATES, sessions, turns
 from backend.clock import utcnow
 from backend.errors import Conflict, NotFound, SessionBusy, SessionTerminal
 from backend.ids import new_id
@@ -21,6 +21,9 @@ from backend.vocabulary import TERMINAL_SESSION_STATES, SessionState
 
 if TYPE_CHECKING:
     from backend.orchestrator.watchdog import AnswerExpectation
+
+#: Reservation metadata: the session state the reservation displaced (restored on rollback).
+PRIOR_STATE = "prompt_dispatch_prior_state"
 
 #: States in which a session accepts a prompt.
 ADMITTING_STATES = (
@@ -58,6 +61,19 @@ async def admit_prompt(
     admissible = (
         expect.still_undelivered() if expect is not None else sessions.c.state.in_(ADMITTING_STATES)
     )
+    if turn_metadata and turn_metadata.get(DISPATCH_PENDING):
+        # A reservation remembers whom it displaced, so a rollback can hand the session back
+        # to exactly that generation and state (its predecessor turn may still be running).
+        prior = (
+            await conn.execute(
+                select(sessions.c.state, sessions.c.prompt_generation)
+                .where(sessions.c.id == session_id)
+                .with_for_update()
+            )
+        ).first()
+        if prior is not None:
+            turn_metadata = {**turn_metadata, PRIOR_STATE: prior.state}
+            admissible = and_(admissible, sessions.c.prompt_generation == prior.prompt_generation)
     now = utcnow()
     claimed = (
         await conn.execute(

@@ -11,12 +11,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import DISPATCH_ATTEMPTED, DISPATCH_PENDING, turns
+from backend.authority.sql import (
+    DISPATCH_ATTEMPTED,
+    DISPATCH_PENDING,
+    TERMINAL_STATES,
+    sessions,
+    turns,
+)
+from backend.clarifications import claims
+from backend.clock import utcnow
 from backend.db.json import json_flag, json_merge
-from backend.orchestrator.admission import set_state_for_generation
+from backend.orchestrator.admission import PRIOR_STATE
 from backend.vocabulary import SessionState
 
 SOURCE_TURN = "prompt_dispatch_source_turn_id"
@@ -28,7 +36,14 @@ PRIVATE_KEYS = (
     SOURCE_TURN,
     SOURCE_PENDING_ID,
     CLAIMED_MESSAGES,
+    PRIOR_STATE,
 )
+#: Turn metadata key: this turn's ``turn.started`` (and maybe ``turn.completed``) must be
+#: (re)published before the marker is cleared — the start-event outbox replayed at start-up.
+START_EVENT_PENDING = "start_event_pending"
+#: Turn metadata key: how the turn ended (``completed``, ``failed``, ``paused``), so a replayed
+#: ``turn.completed`` tells the truth.
+COMPLETION_STATUS = "completion_status"
 
 
 def reservation_metadata(
@@ -63,14 +78,63 @@ async def publish(conn: AsyncConnection, turn_id: str) -> bool:
     return result.first() is not None
 
 
-async def roll_back(conn: AsyncConnection, session_id: str, turn_id: str, generation: int) -> bool:
-    """Delete a still-unpublished reservation and hand the session back to its question."""
-    deleted = await conn.execute(
-        delete(turns)
+async def to_outbox(conn: AsyncConnection, turn_id: str) -> bool:
+    """The agent may have the successor (accepted, or ambiguous) but its start event was not
+    published: drop the private keys (it is an ordinary current turn now, so ready handling no
+    longer waits for it) and leave the start-event outbox marker for start-up replay."""
+    marker = {**dict.fromkeys(PRIVATE_KEYS), START_EVENT_PENDING: True}
+    result = await conn.execute(
+        update(turns)
         .where(turns.c.id == turn_id, json_flag(turns.c.metadata, DISPATCH_PENDING))
+        .values(metadata=json_merge(turns.c.metadata, marker))
         .returning(turns.c.id)
     )
-    if deleted.first() is None:
-        return False
-    await set_state_for_generation(conn, session_id, generation, SessionState.WAITING_FOR_INPUT)
-    return True
+    return result.first() is not None
+
+
+async def unresolved(conn: AsyncConnection, session_id: str, other_than: str) -> str | None:
+    """The id of a reservation of ``session_id`` (other than ``other_than``) whose dispatch
+    has not resolved yet: neither published, nor rolled back, nor moved to the outbox."""
+    return (
+        await conn.execute(
+            select(turns.c.id)
+            .where(
+                turns.c.session_id == session_id,
+                turns.c.id != other_than,
+                json_flag(turns.c.metadata, DISPATCH_PENDING),
+            )
+            .limit(1)
+        )
+    ).scalar_one_or_none()
+
+
+async def roll_back(
+    conn: AsyncConnection, session_id: str, turn_id: str, generation: int
+) -> claims.Released | None:
+    """Delete a still-unpublished reservation, hand the session back to the generation and
+    state it displaced (so the predecessor turn and its ready event own it again), and release
+    exactly the claim it carried — one transaction, so nobody (a waiting ready event, the
+    workflow guard) can see the session handed back while the answer still looks claimed.
+    ``None`` when there was no such reservation."""
+    deleted = (
+        await conn.execute(
+            delete(turns)
+            .where(turns.c.id == turn_id, json_flag(turns.c.metadata, DISPATCH_PENDING))
+            .returning(turns.c.metadata)
+        )
+    ).first()
+    if deleted is None:
+        return None
+    metadata = deleted.metadata or {}
+    prior = metadata.get(PRIOR_STATE) or SessionState.WAITING_FOR_INPUT.value
+    await conn.execute(
+        update(sessions)
+        .where(
+            sessions.c.id == session_id,
+            sessions.c.prompt_generation == generation,
+            sessions.c.state.not_in(TERMINAL_STATES),
+        )
+        .values(state=prior, prompt_generation=generation - 1, updated_at=utcnow())
+    )
+    claimed = metadata.get(CLAIMED_MESSAGES)
+    return await claims.release_messages(conn, claimed if isinstance(claimed, list) else [])

@@ -9,6 +9,7 @@ actually changed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from backend import failpoints
 from backend.agentctl.client import PromptRequest
-from backend.agentctl.errors import PromptDispatchError, PromptNotAcknowledged, PromptRejected
+from backend.agentctl.errors import PromptDispatchError
 from backend.authority import session_authority
 from backend.authority.sql import (
     TERMINAL_STATES,
@@ -33,9 +34,17 @@ from backend.clarifications import claims
 from backend.clarifications.store import Question, create_bundle, detach, expire_current_turn
 from backend.clarifications.waiters import LiveWaiter, WaiterOutcome, WaiterRegistry
 from backend.clock import utcnow
-from backend.db.bounded import bounded
+from backend.db.bounded import BOUNDED_WRITE_S, bounded
 from backend.db.engine import read_tx, write_tx
-from backend.errors import AgentUnavailable, Conflict, NotFound, TurnNotCurrent
+from backend.db.json import json_merge
+from backend.errors import (
+    AgentUnavailable,
+    Conflict,
+    DomainError,
+    NotActive,
+    NotFound,
+    TurnNotCurrent,
+)
 from backend.events import Event
 from backend.events.publisher import EventPublisher
 from backend.ids import new_id
@@ -45,6 +54,14 @@ from backend.orchestrator.admission import (
     admit_prompt,
     set_state_for_generation,
 )
+from backend.orchestrator.dispatch import PromptDispatcher, turn_data
+from backend.orchestrator.reservations import COMPLETION_STATUS
+from backend.orchestrator.resume import (
+    DetachedResume,
+    DispatchTicket,
+    ResumeAmbiguous,
+    ResumeNotAccepted,
+)
 from backend.orchestrator.watchdog import AnswerExpectation, PrimaryAnswerWatchdog
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction, SessionState
 from backend.workflow import ClarificationPending, GuardUnavailable, advance_on_turn_complete
@@ -52,19 +69,33 @@ from backend.workflow import ClarificationPending, GuardUnavailable, advance_on_
 log = logging.getLogger(__name__)
 
 
-class PromptDispatcher:
-    """What the orchestrator needs of an agent executor (``AgentctlClient`` provides it)."""
+__all__ = [
+    "ClarificationResult",
+    "DispatchTicket",
+    "Orchestrator",
+    "PromptDispatcher",
+    "ReservationUnresolved",
+    "ResumeAmbiguous",
+    "ResumeNotAccepted",
+]
 
-    async def dispatch_prompt(self, prompt: PromptRequest) -> None:  # pragma: no cover
-        raise NotImplementedError
+#: How often ready handling re-reads an unresolved reservation of another process.
+RESERVATION_POLL_S = 0.05
 
 
-class ResumeNotAccepted(Exception):
-    """The agent certainly did not take the detached answer; it may be restored and retried."""
+class ReservationUnresolved(DomainError):
+    """A ready event waited for an overlapping successor reservation that did not resolve in
+    time (e.g. its rollback failed, S29): nothing was changed; the agent may send it again."""
+
+    status = 503
+    code = "reservation_unresolved"
 
 
-class ResumeAmbiguous(Exception):
-    """The agent may have taken the detached answer; it must never be dispatched again."""
+@dataclass(frozen=True, slots=True)
+class ClosedTurn:
+    task_id: str
+    #: The event's generation still owns the session: completion actions may run.
+    owns_session: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +117,21 @@ class Orchestrator:
         waiters: WaiterRegistry,
         callback_url: str,
         watchdog_delay_s: float = 30.0,
+        ack_timeout_s: float = 10.0,
     ) -> None:
         self.engine = engine
         self.dispatcher = dispatcher
         self.events = events
         self.waiters = waiters
         self.callback_url = callback_url
+        #: A dispatch plus the settling of its outcome: the acknowledgement deadline and a few
+        #: bounded writes.
+        self.dispatch_bound_s = ack_timeout_s + 3 * BOUNDED_WRITE_S
+        #: How long a ready event waits for an overlapping reservation to resolve.
+        self.reservation_wait_s = ack_timeout_s + 2 * BOUNDED_WRITE_S
+        self.resume = DetachedResume(
+            engine, dispatcher, events, callback_url, self.turn_complete, self.dispatch_bound_s
+        )
         self.watchdog = PrimaryAnswerWatchdog(self, watchdog_delay_s)
 
     # -- sessions and prompts ------------------------------------------------------------
@@ -105,59 +145,80 @@ class Orchestrator:
         agent_profile: str = "mock",
     ) -> tuple[dict[str, Any], str]:
         """Create a session and start its first turn; returns the session row and turn id."""
-        now = utcnow()
-        session_id = new_id()
-        async with write_tx(self.engine) as conn:
-            # FOR KEY SHARE (PostgreSQL): a concurrent task deletion holds the row FOR UPDATE;
-            # waiting here means we then see it gone (404) instead of failing the session's
-            # foreign key (500). SQLite's write transaction already serialises the two.
-            exists = (
+
+        async def create() -> tuple[AdmittedTurn, dict[str, Any]]:
+            now = utcnow()
+            session_id = new_id()
+            async with write_tx(self.engine) as conn:
+                # FOR KEY SHARE (PostgreSQL): a concurrent task deletion holds the row FOR
+                # UPDATE; waiting here means we then see it gone (404) instead of failing the
+                # session's foreign key (500). SQLite's write transaction serialises the two.
+                exists = (
+                    await conn.execute(
+                        select(tasks.c.id)
+                        .where(tasks.c.id == task_id)
+                        .with_for_update(read=True, key_share=True)
+                    )
+                ).scalar_one_or_none()
+                if exists is None:
+                    raise NotFound("no such task")
+                primary = is_primary
+                if primary is None:
+                    first = (
+                        await conn.execute(
+                            select(sessions.c.id).where(sessions.c.task_id == task_id)
+                        )
+                    ).first()
+                    primary = first is None
                 await conn.execute(
-                    select(tasks.c.id)
-                    .where(tasks.c.id == task_id)
-                    .with_for_update(read=True, key_share=True)
+                    insert(sessions).values(
+                        id=session_id,
+                        task_id=task_id,
+                        state=SessionState.CREATED.value,
+                        is_primary=primary,
+                        agent_profile=agent_profile,
+                        prompt_generation=0,
+                        created_at=now,
+                        updated_at=now,
+                    )
                 )
-            ).scalar_one_or_none()
-            if exists is None:
-                raise NotFound("no such task")
-            if is_primary is None:
-                first = (
-                    await conn.execute(select(sessions.c.id).where(sessions.c.task_id == task_id))
-                ).first()
-                is_primary = first is None
-            await conn.execute(
-                insert(sessions).values(
-                    id=session_id,
-                    task_id=task_id,
-                    state=SessionState.CREATED.value,
-                    is_primary=is_primary,
-                    agent_profile=agent_profile,
-                    prompt_generation=0,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-            admitted = await admit_prompt(conn, session_id)
-            user_message = await self._insert_message(conn, admitted, "user", prompt)
-        await self._announce_turn(admitted, user_message)
-        await self._dispatch(admitted, prompt)
-        return await self.session_row(session_id), admitted.turn_id
+                admitted = await admit_prompt(conn, session_id)
+                return admitted, await self._insert_message(conn, admitted, "user", prompt)
+
+        admitted, user_message = await bounded(
+            create(), undo=lambda made: self._start_turn(made[0], made[1], prompt)
+        )
+        await bounded(self._start_turn(admitted, user_message, prompt), self.dispatch_bound_s)
+        return await self.session_row(admitted.session_id), admitted.turn_id
 
     async def prompt(self, session_id: str, content: str) -> str:
-        """Start a newer turn with ``content``; it supersedes every older pending question."""
-        async with write_tx(self.engine) as conn:
-            admitted = await admit_prompt(conn, session_id)
-            user_message = await self._insert_message(conn, admitted, "user", content)
-        await self._announce_turn(admitted, user_message)
-        await self._dispatch(admitted, content)
+        """Start a newer turn with ``content``; it supersedes every older pending question.
+
+        Once admitted, the turn is announced and dispatched even if the caller goes away (a
+        shielded, bounded unit): an admitted turn never stays RUNNING without its dispatch.
+        """
+
+        async def admit() -> tuple[AdmittedTurn, dict[str, Any]]:
+            async with write_tx(self.engine) as conn:
+                admitted = await admit_prompt(conn, session_id)
+                return admitted, await self._insert_message(conn, admitted, "user", content)
+
+        admitted, user_message = await bounded(
+            admit(), undo=lambda made: self._start_turn(made[0], made[1], content)
+        )
+        await bounded(self._start_turn(admitted, user_message, content), self.dispatch_bound_s)
         return admitted.turn_id
 
-    async def _announce_turn(self, admitted: AdmittedTurn, user_message: dict[str, Any]) -> None:
-        """An ordinary turn is public at once: its start, then the prompt that opened it."""
-        await self.events.publish(Event("turn.started", _turn_data(admitted)))
-        await self.events.message("session.message.added", user_message)
-
-    async def _dispatch(self, admitted: AdmittedTurn, content: str) -> None:
+    async def _start_turn(
+        self, admitted: AdmittedTurn, user_message: dict[str, Any], content: str
+    ) -> None:
+        """An ordinary turn is public at once: its start, the prompt that opened it, then the
+        dispatch. Announcing is best effort (reads converge); the dispatch is not."""
+        try:
+            await self.events.publish(Event("turn.started", turn_data(admitted)))
+            await self.events.message("session.message.added", user_message)
+        except Exception as error:
+            log.warning("turn %s not announced: %r", admitted.turn_id, error)
         request = PromptRequest(
             session_id=admitted.session_id,
             turn_id=admitted.turn_id,
@@ -183,36 +244,61 @@ class Orchestrator:
 
     async def set_state(self, session_id: str, state: SessionState) -> dict[str, Any]:
         """Enter a terminal state; current-turn pending bundles expire with it (no overlay may
-        survive a completed, failed or cancelled session)."""
+        survive a completed, failed or cancelled session).
+
+        The terminal state alone already quarantines the bundles (the rule), so a failed
+        expiry is logged, not reported: live waiters are still told ``expired`` and the
+        session's revisioned projection is still published, so clients drop the question.
+        """
         if state not in TERMINAL_SESSION_STATES:
             raise Conflict(f"{state} is not a state clients may set")
-        async with write_tx(self.engine) as conn:
-            changed = (
-                await conn.execute(
-                    update(sessions)
-                    .where(
-                        sessions.c.id == session_id,
-                        sessions.c.state.not_in(TERMINAL_STATES),
+
+        async def enter() -> Any:
+            async with write_tx(self.engine) as conn:
+                return (
+                    await conn.execute(
+                        update(sessions)
+                        .where(
+                            sessions.c.id == session_id,
+                            sessions.c.state.not_in(TERMINAL_STATES),
+                        )
+                        .values(state=state.value, updated_at=utcnow())
+                        .returning(sessions.c.task_id)
                     )
-                    .values(state=state.value, updated_at=utcnow())
-                    .returning(sessions.c.task_id)
-                )
-            ).first()
+                ).first()
+
+        changed = await bounded(enter(), undo=lambda row: self._after_terminal(session_id, row))
         if changed is None:
             row = await self.session_row(session_id)
             if row["state"] == state.value:
                 return row
             raise Conflict(f"the session is already {row['state']}")
-        expired = await bounded(self._expire(session_id))
-        for row in expired:
-            self.waiters.resolve(row["metadata"]["pending_id"], WaiterOutcome("expired"))
-            await self.events.message("session.message.updated", row)
-        await self.events.publish(
-            Event("session.updated", {"session_id": session_id, "task_id": changed.task_id})
-        )
+        await bounded(self._after_terminal(session_id, changed))
         return await self.session_row(session_id)
 
+    async def _after_terminal(self, session_id: str, changed: Any) -> None:
+        if changed is None:
+            return
+        try:
+            expired = await self._expire(session_id)
+        except Exception as error:
+            log.error(
+                "expiry of session %s failed (the state quarantines it): %r", session_id, error
+            )
+            expired = []
+        for row in expired:
+            self.waiters.resolve(row["metadata"]["pending_id"], WaiterOutcome("expired"))
+        for waiter in self.waiters.of_session(session_id):
+            self.waiters.resolve(waiter.pending_id, WaiterOutcome("expired"))
+        try:
+            for row in expired:
+                await self.events.message("session.message.updated", row)
+            await self.events.session_updated(session_id, changed.task_id)
+        except Exception as error:
+            log.warning("terminal state of session %s not published: %r", session_id, error)
+
     async def _expire(self, session_id: str) -> list[dict[str, Any]]:
+        await failpoints.hit("session.expire")
         async with write_tx(self.engine) as conn:
             return await expire_current_turn(conn, session_id)
 
@@ -241,25 +327,39 @@ class Orchestrator:
         outcome arrives, ``wait_seconds`` pass, or the agent goes away (then detach)."""
         self.watchdog.on_activity(session_id)
         await failpoints.hit("clarification.before_store")  # the agent asks; nothing stored yet
-        async with write_tx(self.engine) as conn:
-            admitted = await self._current(conn, session_id, turn_id, generation)
-            bundle_id, rows = await create_bundle(
-                conn,
-                session_id=session_id,
-                task_id=admitted.task_id,
-                turn_id=turn_id,
-                questions=questions,
-            )
-            await set_state_for_generation(
-                conn, session_id, generation, SessionState.WAITING_FOR_INPUT
-            )
-        waiter = LiveWaiter(bundle_id, session_id, turn_id, generation)
+
+        async def store() -> tuple[str, list[dict[str, Any]]]:
+            async with write_tx(self.engine) as conn:
+                admitted = await self._current(conn, session_id, turn_id, generation)
+                stored = await create_bundle(
+                    conn,
+                    session_id=session_id,
+                    task_id=admitted.task_id,
+                    turn_id=turn_id,
+                    questions=questions,
+                )
+                await set_state_for_generation(
+                    conn, session_id, generation, SessionState.WAITING_FOR_INPUT
+                )
+                return stored
+
+        def waiter_for(bundle_id: str) -> LiveWaiter:
+            return LiveWaiter(bundle_id, session_id, turn_id, generation)
+
+        # Stored but the agent already gone: the question stays, detached (like a disconnect).
+        bundle_id, rows = await bounded(
+            store(), undo=lambda stored: self._detach_and_pause(waiter_for(stored[0]))
+        )
+        waiter = waiter_for(bundle_id)
         self.waiters.register(waiter)
-        for row in rows:
-            await self.events.message("session.message.added", row)
+        try:
+            for row in rows:
+                await self.events.message("session.message.added", row)
+        except Exception as error:
+            log.warning("question %s not published (reads converge): %r", bundle_id, error)
         gone = asyncio.ensure_future(agent_gone)
         try:
-            done, _ = await asyncio.wait(
+            await asyncio.wait(
                 {waiter.future, gone},
                 timeout=max(wait_seconds, 0),
                 return_when=asyncio.FIRST_COMPLETED,
@@ -267,23 +367,22 @@ class Orchestrator:
         except asyncio.CancelledError:
             # The server cancelled the request: the agent is gone, the question must stay.
             self.waiters.drop(bundle_id)
+            if waiter.future.done():
+                _fail_confirmation(waiter.future.result(), "the agent went away")
             await self._detach_and_pause(waiter)
             raise
         finally:
             gone.cancel()
-        if waiter.future in done:
+        self.waiters.drop(bundle_id)
+        if waiter.future.done():
             outcome = waiter.future.result()
             if outcome.intent_id is None:
                 return ClarificationResult(outcome.outcome, bundle_id, outcome.answers)
             if await self._confirm_delivery(waiter, outcome):
-                if outcome.outcome == "answered":
-                    expectation = AnswerExpectation(session_id, turn_id, generation, utcnow())
-                    self.watchdog.arm(expectation, bundle_id, outcome.answers)
                 await failpoints.hit("waiter.after_confirm")  # e.g. the response gets lost
                 return ClarificationResult(outcome.outcome, bundle_id, outcome.answers)
             # The responder gave up and restored the question: the agent must not see it.
             return ClarificationResult("detached", bundle_id)
-        self.waiters.drop(bundle_id)
         await self._detach_and_pause(waiter)
         return ClarificationResult("detached", bundle_id)
 
@@ -300,157 +399,94 @@ class Orchestrator:
         await bounded(
             self.turn_complete(
                 waiter.session_id, waiter.turn_id, waiter.prompt_generation, "paused"
-            )
+            ),
+            self.reservation_wait_s + BOUNDED_WRITE_S,
         )
 
     async def _confirm_delivery(self, waiter: LiveWaiter, outcome: WaiterOutcome) -> bool:
         """Durable confirmation before the agent gets the response. Once started it runs to
-        the end (even if the responder stopped waiting), and it serializes against the
-        responder's restore through the intent id: exactly one of them wins."""
+        the end (even if the responder stopped waiting, or the agent's request is cancelled),
+        and it serializes against the responder's restore through the intent id: exactly one
+        of them wins. A cancelled agent request still leaves the answer safe: the watchdog is
+        armed inside the confirmation, and a confirmed Skip pauses the turn."""
         assert outcome.intent_id is not None and outcome.confirmation is not None
-        await failpoints.hit("waiter.before_confirm")
+        intent_id, confirmation = outcome.intent_id, outcome.confirmation
+        try:
+            await failpoints.hit("waiter.before_confirm")
+        except BaseException as error:
+            _fail_confirmation(outcome, f"confirmation did not start: {error!r}")
+            if not isinstance(error, Exception):
+                await self._detach_and_pause(waiter)
+            raise
 
         async def work() -> list[dict[str, Any]]:
-            async with write_tx(self.engine) as conn:
-                rows = await claims.finalize(conn, waiter.pending_id, outcome.intent_id)
-                if rows:  # the agent goes on with its turn
-                    await set_state_for_generation(
-                        conn, waiter.session_id, waiter.prompt_generation, SessionState.RUNNING
-                    )
-                return rows
+            try:
+                async with write_tx(self.engine) as conn:
+                    rows = await claims.finalize(conn, waiter.pending_id, intent_id)
+                    if rows:  # the agent goes on with its turn
+                        await set_state_for_generation(
+                            conn, waiter.session_id, waiter.prompt_generation, SessionState.RUNNING
+                        )
+            except BaseException as error:
+                _fail_confirmation(outcome, f"confirmation failed: {error!r}")
+                raise
+            if not confirmation.done():
+                confirmation.set_result(rows)
+            if rows and outcome.outcome == "answered":
+                expectation = AnswerExpectation(
+                    waiter.session_id, waiter.turn_id, waiter.prompt_generation, utcnow()
+                )
+                self.watchdog.arm(expectation, waiter.pending_id, outcome.answers)
+            return rows
 
         try:
             rows = await bounded(work())
-        except Exception as error:
-            if not outcome.confirmation.done():
-                outcome.confirmation.set_exception(error)
+        except asyncio.CancelledError:
+            # Confirmed or not, the agent will not hear it. An answer is re-sent by the
+            # watchdog; anything else ends the turn the agent left.
+            if outcome.outcome != "answered" or not (confirmation.done() and confirmation.result()):
+                await bounded(
+                    self.turn_complete(
+                        waiter.session_id, waiter.turn_id, waiter.prompt_generation, "paused"
+                    ),
+                    self.reservation_wait_s + BOUNDED_WRITE_S,
+                )
             raise
-        if not outcome.confirmation.done():
-            outcome.confirmation.set_result(rows)
         return bool(rows)
-
-    async def resume_with_answer(
-        self,
-        session_id: str,
-        source_turn_id: str | None,
-        bundle_id: str,
-        claimed_ids: list[str],
-        answer: dict[str, Any],
-        expect: AnswerExpectation | None = None,
-    ) -> str:
-        """Dispatch a detached answer as a new prompt, at most once; returns the new turn id.
-
-        Raises :class:`ResumeNotAccepted` when the agent certainly did not take it (the
-        reservation is rolled back: the bundle may be restored), or :class:`ResumeAmbiguous`
-        when it may have (the successor stays; the answer must stay terminal).
-        """
-        metadata = reservations.reservation_metadata(source_turn_id, bundle_id, claimed_ids)
-        async with write_tx(self.engine) as conn:
-            admitted = await admit_prompt(conn, session_id, turn_metadata=metadata, expect=expect)
-        try:
-            await failpoints.hit("resume.after_reserve")
-            await failpoints.hit("resume.attempt_mark")
-            async with write_tx(self.engine) as conn:
-                if not await reservations.mark_attempted(conn, admitted.turn_id):
-                    raise RuntimeError("reservation vanished before the attempt mark")
-        except Exception as error:
-            await self._roll_back(admitted)
-            raise ResumeNotAccepted("could not mark the dispatch attempt") from error
-        await failpoints.hit("resume.after_attempt_mark")
-        request = PromptRequest(
-            session_id=session_id,
-            turn_id=admitted.turn_id,
-            prompt_generation=admitted.prompt_generation,
-            content="(answer to the agent's question)",
-            callback_url=self.callback_url,
-            answer=answer,
-        )
-        try:
-            await self.dispatcher.dispatch_prompt(request)
-        except (PromptRejected, PromptNotAcknowledged) as error:
-            # Refused, or not acknowledged within the bounded wait: acceptance failed (S34).
-            await self._roll_back(admitted)
-            raise ResumeNotAccepted(str(error)) from error
-        except PromptDispatchError as error:
-            await self._publish_successor(admitted)
-            await self.turn_complete(
-                session_id, admitted.turn_id, admitted.prompt_generation, "failed"
-            )
-            raise ResumeAmbiguous(str(error)) from error
-        try:
-            await failpoints.hit("resume.before_publish")
-            await self._publish_successor(admitted)
-        except Exception as error:
-            raise ResumeAmbiguous("the agent accepted the answer; publication failed") from error
-        return admitted.turn_id
 
     async def cancel_live(self, bundle_id: str) -> None:
         """Cancel a request held by this process's waiter store (404 otherwise): its pending
-        rows become ``cancelled`` and the waiting agent is told so."""
+        rows become ``cancelled`` and the waiting agent is told so. A response that already
+        claimed the bundle wins: cancellation cannot preempt its delivery (409, S24)."""
         waiter = self.waiters.get(bundle_id)
         if waiter is None or not self.waiters.has_waiter(bundle_id):
             raise NotFound("no live clarification with that id here")
 
-        async def work() -> list[dict[str, Any]]:
+        async def work() -> tuple[list[dict[str, Any]], bool]:
             async with write_tx(self.engine) as conn:
-                return await claims.cancel(conn, waiter.session_id, bundle_id)
+                rows = await claims.cancel(conn, waiter.session_id, bundle_id)
+                return rows, not rows and await claims.is_claimed(conn, bundle_id)
 
-        rows = await bounded(work())
+        rows, claimed = await bounded(work())
+        if claimed:
+            raise NotActive(
+                "a response to this question is being delivered", state="delivery_claimed"
+            )
         self.waiters.resolve(bundle_id, WaiterOutcome("cancelled"))
         for row in rows:
             await self.events.message("session.message.updated", row)
 
-    async def _roll_back(self, admitted: AdmittedTurn) -> None:
-        """Undo a reservation the agent certainly did not take. If that cannot be proven done,
-        the reservation stays: the session remains claimed (prompts are refused as busy) and
-        start-up recovery reconciles it; the answer must not be offered again meanwhile."""
-
-        async def work() -> bool:
-            await failpoints.hit("resume.rollback")
-            async with write_tx(self.engine) as conn:
-                return await reservations.roll_back(
-                    conn, admitted.session_id, admitted.turn_id, admitted.prompt_generation
-                )
-
-        try:
-            rolled_back = await bounded(work())
-        except Exception as error:
-            log.error("rollback of reservation %s failed: %r", admitted.turn_id, error)
-            rolled_back = False
-        if not rolled_back:
-            raise ResumeAmbiguous("the reservation could not be rolled back")
-
-    async def _publish_successor(self, admitted: AdmittedTurn) -> None:
-        """``turn.started`` first (its payload is recovery-clean), then clear the private
-        metadata: a failed publication leaves the marker for start-up recovery."""
-        await failpoints.hit("events.publish")
-        await self.events.publish(Event("turn.started", _turn_data(admitted)))
-        await failpoints.hit("resume.before_clear")
-        async with write_tx(self.engine) as conn:
-            await reservations.publish(conn, admitted.turn_id)
-
     async def turn_complete(
         self, session_id: str, turn_id: str, generation: int, status: str
     ) -> bool:
-        """The ready event. Applies only to the turn and generation it names; a stale event
-        (an older generation, or a turn no longer current) changes nothing."""
-        self.watchdog.on_activity(session_id)
-        async with write_tx(self.engine) as conn:
-            completed = (
-                await conn.execute(
-                    update(turns)
-                    .where(
-                        turns.c.id == turn_id,
-                        turns.c.session_id == session_id,
-                        turns.c.prompt_generation == generation,
-                        turns.c.completed_at.is_(None),
-                    )
-                    .values(completed_at=utcnow())
-                    .returning(turns.c.task_id)
-                )
-            ).first()
-        if completed is None:
+        """The ready event. It first waits for any overlapping successor reservation to
+        resolve, then applies only while its generation still owns the session (S28). A stale
+        event closes its own turn as history and runs no completion action (no detach pass,
+        no session state, no workflow transition) against a newer or reserved turn."""
+        closed = await self._close_turn(session_id, turn_id, generation, status)
+        if closed is None or not closed.owns_session:
             return False
+        self.watchdog.on_activity(session_id)
         # Turn teardown detaches what the agent no longer waits for (a no-op when done).
         for waiter in self.waiters.of_session(session_id):
             if waiter.turn_id == turn_id:
@@ -461,15 +497,67 @@ class Orchestrator:
             waiting = authority.pending_action is PendingAction.CLARIFICATION
             next_state = SessionState.WAITING_FOR_INPUT if waiting else SessionState.IDLE
             changed = await set_state_for_generation(conn, session_id, generation, next_state)
-        ids = {"session_id": session_id, "task_id": completed.task_id}
+        ids = {"session_id": session_id, "task_id": closed.task_id}
         if changed:
             await self.events.publish(Event("session.updated", ids))
         await self.events.publish(
             Event("turn.completed", {**ids, "turn_id": turn_id, "status": status})
         )
         if status == "completed":
-            await self._advance_workflow(completed.task_id)
+            await self._advance_workflow(closed.task_id)
         return True
+
+    async def _close_turn(
+        self, session_id: str, turn_id: str, generation: int, status: str
+    ) -> ClosedTurn | None:
+        """Close the named turn once no other reservation of the session is unresolved.
+
+        The check and the close are one transaction holding the session lock, so a
+        reservation admitted afterwards is seen by the generation check instead. ``None``: no
+        such open turn at that generation (a duplicate or unknown event)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.reservation_wait_s
+        while True:
+            async with write_tx(self.engine) as conn:
+                await claims.lock_session(conn, session_id)
+                blocking = await reservations.unresolved(conn, session_id, other_than=turn_id)
+                if blocking is None:
+                    owner = (
+                        await conn.execute(
+                            select(sessions.c.prompt_generation).where(sessions.c.id == session_id)
+                        )
+                    ).scalar_one_or_none()
+                    closed = (
+                        await conn.execute(
+                            update(turns)
+                            .where(
+                                turns.c.id == turn_id,
+                                turns.c.session_id == session_id,
+                                turns.c.prompt_generation == generation,
+                                turns.c.completed_at.is_(None),
+                            )
+                            .values(
+                                completed_at=utcnow(),
+                                metadata=json_merge(turns.c.metadata, {COMPLETION_STATUS: status}),
+                            )
+                            .returning(turns.c.task_id)
+                        )
+                    ).first()
+                    if closed is None:
+                        return None
+                    return ClosedTurn(closed.task_id, owns_session=owner == generation)
+            await failpoints.hit("ready.awaits_reservation")
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise ReservationUnresolved(
+                    "a successor reservation of this session has not resolved; retry later"
+                )
+            resolution = self.resume.resolution_of(blocking)
+            if resolution is None:  # another process's reservation: poll the database
+                await asyncio.sleep(min(RESERVATION_POLL_S, remaining))
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(resolution.wait(), remaining)
 
     async def _advance_workflow(self, task_id: str) -> None:
         """The on-turn-complete workflow transition, behind the workflow guard: an active
@@ -542,6 +630,11 @@ class Orchestrator:
         return row
 
 
-def _turn_data(turn: AdmittedTurn) -> dict[str, Any]:
-    """A public turn event's payload: identity only, never private dispatch fields."""
-    return {"session_id": turn.session_id, "task_id": turn.task_id, "turn_id": turn.turn_id}
+class AgentGone(Exception):
+    """The live waiter's agent went away before it could confirm the response."""
+
+
+def _fail_confirmation(outcome: WaiterOutcome, reason: str) -> None:
+    """Tell a responder waiting on ``outcome`` at once that no confirmation is coming."""
+    if outcome.confirmation is not None and not outcome.confirmation.done():
+        outcome.confirmation.set_exception(AgentGone(reason))

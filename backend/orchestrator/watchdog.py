@@ -98,7 +98,7 @@ class PrimaryAnswerWatchdog:
         await failpoints.hit("watchdog.before_admission")
         answer = {"pending_id": pending_id, "rejected": False, "answers": answers}
         try:
-            await self.orchestrator.resume_with_answer(
+            await self.orchestrator.resume.run(
                 expectation.session_id,
                 expectation.turn_id,
                 pending_id,

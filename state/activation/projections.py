@@ -102,7 +102,8 @@ class SessionProjections:
         return frozenset(s.id for s in sessions if self.apply_session(s))
 
     def apply_event(self, data: Mapping[str, Any]) -> bool:
-        """The ``data`` of a ``session.message.added/updated/deleted`` frame.
+        """The ``data`` of a ``session.message.added/updated/deleted`` or ``session.updated``
+        frame (a field it omits keeps the held value).
 
         Call it before pending discovery runs for the same event, so a new current-turn
         question already finds its session advertising ``clarification`` (S05).

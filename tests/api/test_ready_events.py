@@ -36,7 +36,7 @@ async def detached_with_open_turn(live, question: str) -> tuple[str, str, dict, 
 
 @pytest.mark.scenario("S28")
 @pytest.mark.fault(
-    "resume.after_attempt_mark", "hold", "stale ready event leaves the successor untouched"
+    "resume.after_attempt_mark", "hold", "stale ready event waits, then leaves the successor"
 )
 async def test_predecessor_ready_event_cannot_complete_the_reserved_successor(live):
     task, session, bundle, asking = await detached_with_open_turn(live, "Overlap?")
@@ -44,20 +44,21 @@ async def test_predecessor_ready_event_cannot_complete_the_reserved_successor(li
     responding = asyncio.create_task(respond(live, bundle["pending_id"], answer_all(bundle)))
     await eventually(lambda: failpoint_hits("resume.after_attempt_mark"), lambda n: n >= 1)
 
-    failpoints.clear("clarification.before_pause")  # the predecessor's ready event lands now
-    await eventually(
-        lambda: turns(live, session),
-        lambda ts: next(t for t in ts if t["id"] == asking)["completed_at"] is not None,
-    )
+    failpoints.configure("ready.awaits_reservation", "delay")  # counts the waits
+    failpoints.clear("clarification.before_pause")  # the predecessor's ready event arrives
+    await eventually(lambda: failpoint_hits("ready.awaits_reservation"), lambda n: n >= 1)
+    assert next(t for t in await turns(live, session) if t["id"] == asking)["completed_at"] is None
     assert (await session_of(live, task, session))["state"] == "RUNNING"  # successor untouched
     assert [t["id"] for t in await turns(live, session)] == [asking]  # successor still hidden
 
     failpoints.clear("resume.after_attempt_mark")
     assert (await responding)[1]["outcome"] == "resumed"
     await idle(live, task, session)
-    successor = [t for t in await turns(live, session) if t["id"] != asking]
-    assert len(successor) == 1 and successor[0]["completed_at"] is not None
+    history = await turns(live, session)
+    assert all(t["completed_at"] is not None for t in history) and len(history) == 2
     assert await agent_replies(live, session) == ["Got: Overlap?: yes"]
+    paused = [e for e in live.events_of("turn.completed") if e.data["turn_id"] == asking]
+    assert paused == []  # the stale pause ran no completion action (no event, no state)
 
 
 @pytest.mark.scenario("S28")

@@ -18,6 +18,7 @@ from tests.api.helpers import (
     messages,
     respond,
     session_of,
+    start_session,
     turns,
 )
 from tests.live import failpoint_hits
@@ -295,23 +296,43 @@ async def test_unknown_bundle_is_404(live):
 
 @pytest.mark.scenario("S24")
 @pytest.mark.fault("respond.after_claim", "hold", "waiter gone: detached delivery at once")
-async def test_waiter_cancelled_after_the_claim_falls_back_to_detached_delivery(live):
-    task, session, bundle = await live_bundle(live, "/ask Cancel race? | yes")
+async def test_waiter_gone_after_the_claim_falls_back_to_detached_delivery(live):
+    task, session = await start_session(live, "/ask Gone? | yes\n/wait 1")
+    (bundle,) = await eventually(lambda: bundles(live, session), lambda b: len(b) == 1)
     failpoints.configure("respond.after_claim", "hold")
     responding = asyncio.create_task(respond(live, bundle["pending_id"], answer_all(bundle)))
     await eventually(lambda: failpoint_hits("respond.after_claim"), lambda n: n >= 1)
-
-    cancel = await live.http.post(f"/api/v1/clarification/{bundle['pending_id']}/cancel")
-    assert cancel.status_code == 200  # the in-memory request is gone; the claim stays
-    await idle(live, task, session)  # the agent ended its turn without an answer
+    await idle(live, task, session)  # the agent's wait ran out: it ended its turn unanswered
 
     failpoints.clear("respond.after_claim")
     status, body = await responding
     # No wait for a confirmation that can no longer come: detached recovery, at once.
     assert (status, body["outcome"]) == (200, "resumed")
     await idle(live, task, session)
-    assert await agent_replies(live, session) == ["Got: Cancel race?: yes"]
+    assert await agent_replies(live, session) == ["Got: Gone?: yes"]
     assert len(await live.dispatched(session)) == 2
+
+
+@pytest.mark.scenario("S24")
+@pytest.mark.fault("respond.after_claim", "hold", "cancel after the claim: 409, delivered once")
+async def test_cancel_after_a_live_claim_cannot_preempt_the_delivery(live):
+    """r2: a cancel that arrives once a response claimed the bundle is refused; the live
+    delivery then completes in the same turn, and the agent gets exactly one answer."""
+    task, session, bundle = await live_bundle(live, "/ask Cancel race? | yes")
+    failpoints.configure("respond.after_claim", "hold")
+    responding = asyncio.create_task(respond(live, bundle["pending_id"], answer_all(bundle)))
+    await eventually(lambda: failpoint_hits("respond.after_claim"), lambda n: n >= 1)
+
+    cancel = await live.http.post(f"/api/v1/clarification/{bundle['pending_id']}/cancel")
+    assert (cancel.status_code, cancel.json()["state"]) == (409, "delivery_claimed")
+
+    failpoints.clear("respond.after_claim")
+    assert await responding == (200, {"pending_id": bundle["pending_id"], "outcome": "delivered"})
+    await idle(live, task, session)
+    assert await agent_replies(live, session) == ["Got: Cancel race?: yes"]
+    assert len(await live.dispatched(session)) == 1  # the answer went live, not as a prompt
+    (row,) = question_rows(await messages(live, session))
+    assert row["metadata"]["status"] == "answered" and "delivery_intent" not in row["metadata"]
 
 
 @pytest.mark.scenario("S24")

@@ -235,6 +235,30 @@ def test_older_list_cannot_replace_a_newer_event_projection() -> None:
     assert state._activation().projections.pending_action("secondary") == "clarification"
 
 
+@pytest.mark.scenario("S33")
+def test_a_session_updated_event_moves_the_projection_to_clean() -> None:
+    """A terminal state whose expiry could not run is announced by ``session.updated``
+    with its revisioned projection: the held ``clarification`` goes, an older one cannot
+    come back, and an event omitting the field keeps the held value."""
+    state = booted(pending=None)
+    state._set_tab_sessions(TASK, sessions_json(owner_pending="clarification", sequence=5))
+    projections = state._activation().projections
+    assert projections.pending_action("secondary") == "clarification"
+    clean = {"session_id": "secondary", "task_id": TASK, "pending_action": None}
+    state._apply_events(
+        [
+            Event(
+                "session.updated",
+                {**clean, "pending_action_revision": {"epoch": "1", "sequence": 8}},
+            )
+        ]
+    )
+    assert projections.pending_action("secondary") is None
+    state._apply_events([Event("session.updated", {"session_id": "secondary", "task_id": TASK})])
+    state._set_tab_sessions(TASK, sessions_json(owner_pending="clarification", sequence=7))
+    assert projections.pending_action("secondary") is None
+
+
 def test_summary_events_update_rows_only_when_newer() -> None:
     state = booted()
     older = Event(
