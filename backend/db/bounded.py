@@ -34,14 +34,16 @@ async def bounded(
     seconds: float = BOUNDED_WRITE_S,
     *,
     undo: Callable[[T], Awaitable[object]] | None = None,
+    undo_seconds: float | None = None,
 ) -> T:
     """Run ``work`` to completion even if the caller is cancelled, within ``seconds``.
 
     A caller cancelled while the work runs waits for the work (every repeated cancel too),
     then re-raises its ``CancelledError``; the work's own outcome is then not reported. When
     the work succeeded and ``undo`` is given, ``undo(result)`` runs first (bounded the same
-    way): whatever the work created (a reservation, a claim) would otherwise be left with no
-    owner, because the caller that would have used it is gone.
+    way, within ``undo_seconds``, by default ``seconds``): whatever the work created (a
+    reservation, a claim, an admitted turn) would otherwise be left with no owner, because the
+    caller that would have used it is gone.
     """
     task = asyncio.ensure_future(asyncio.wait_for(work, seconds))
     try:
@@ -53,5 +55,5 @@ async def bounded(
         succeeded = not task.cancelled() and task.exception() is None  # (retrieves the error)
         if undo is not None and succeeded:
             with contextlib.suppress(BaseException):
-                await bounded(undo(task.result()), seconds)
+                await bounded(undo(task.result()), undo_seconds or seconds)
         raise

@@ -186,7 +186,9 @@ class Orchestrator:
                 return admitted, await self._insert_message(conn, admitted, "user", prompt)
 
         admitted, user_message = await bounded(
-            create(), undo=lambda made: self._start_turn(made[0], made[1], prompt)
+            create(),
+            undo=lambda made: self._start_turn(made[0], made[1], prompt),
+            undo_seconds=self.dispatch_bound_s,
         )
         await bounded(self._start_turn(admitted, user_message, prompt), self.dispatch_bound_s)
         return await self.session_row(admitted.session_id), admitted.turn_id
@@ -204,7 +206,9 @@ class Orchestrator:
                 return admitted, await self._insert_message(conn, admitted, "user", content)
 
         admitted, user_message = await bounded(
-            admit(), undo=lambda made: self._start_turn(made[0], made[1], content)
+            admit(),
+            undo=lambda made: self._start_turn(made[0], made[1], content),
+            undo_seconds=self.dispatch_bound_s,
         )
         await bounded(self._start_turn(admitted, user_message, content), self.dispatch_bound_s)
         return admitted.turn_id
@@ -348,7 +352,9 @@ class Orchestrator:
 
         # Stored but the agent already gone: the question stays, detached (like a disconnect).
         bundle_id, rows = await bounded(
-            store(), undo=lambda stored: self._detach_and_pause(waiter_for(stored[0]))
+            store(),
+            undo=lambda stored: self._detach_and_pause(waiter_for(stored[0])),
+            undo_seconds=self.reservation_wait_s + 2 * BOUNDED_WRITE_S,
         )
         waiter = waiter_for(bundle_id)
         self.waiters.register(waiter)

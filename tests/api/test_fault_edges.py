@@ -79,6 +79,9 @@ def answers_of(bundle: dict) -> list[Answer]:
 
 
 @pytest.mark.scenario("S28")
+@pytest.mark.fault(
+    "resume.after_attempt_mark", "hold", "ready waits; after rollback completes, task stays"
+)
 async def test_predecessor_ready_during_a_reservation_cannot_move_the_task(live):
     """r1: the predecessor's ready event waits for the reservation; after the rollback the
     predecessor owns the session again, completes normally, and the guard keeps the task."""
@@ -205,6 +208,7 @@ async def test_admission_error_restores_the_bundle_and_the_retry_succeeds(live, 
 
 
 @pytest.mark.scenario("S18")
+@pytest.mark.fault("events.publish", "error", "accept_then_fail too: terminal, session freed")
 async def test_accept_then_fail_with_a_failed_publication_frees_the_session(live):
     """r10: the agent accepted the answer, the transport then failed and so did publishing
     the successor: the answer stays terminal (no intent), the failed turn is completed, and
@@ -230,6 +234,7 @@ async def test_accept_then_fail_with_a_failed_publication_frees_the_session(live
 
 
 @pytest.mark.scenario("S23")
+@pytest.mark.fault("waiter.before_confirm", "hold", "successor accepted: retired, not retryable")
 async def test_live_restore_after_a_successor_was_accepted_is_not_retryable(live, monkeypatch):
     """r11: a live confirmation that outlives the responder's wait while a newer turn was
     accepted is not restored (history is never re-armed) and is reported non-retryable."""
@@ -269,6 +274,7 @@ async def assert_released(live, session: str) -> None:
     assert (s.state, s.prompt_generation, len(ts)) == ("WAITING_FOR_INPUT", 1, 1)
 
 
+@pytest.mark.fault("(respond cancelled)", "hold", "claim restored, reservation rolled back")
 @pytest.mark.parametrize(
     "point", ["respond.after_claim", "resume.after_reserve", "resume.after_attempt_mark"]
 )
@@ -301,6 +307,7 @@ async def test_a_respond_cancelled_during_the_dispatch_settles_its_outcome_first
 
 
 @pytest.mark.scenario("S26")
+@pytest.mark.fault("resume.after_reserve", "hold", "watchdog cancelled: rolled back, not busy")
 async def test_watchdog_cancelled_between_reservation_and_attempt_mark_rolls_back(live):
     """r6: agent activity cancels the watchdog while its reservation is not yet attempted:
     the reservation is rolled back, so the session is not left busy."""
@@ -337,6 +344,7 @@ async def test_watchdog_cancelled_between_reservation_and_attempt_mark_rolls_bac
 
 
 @pytest.mark.scenario("S33")
+@pytest.mark.fault("session.expire", "error", "200; session.updated carries a clean revision")
 async def test_terminal_state_without_expiry_still_publishes_the_clean_projection(live):
     """Expiry fails: the terminal state alone quarantines the question, the live agent is
     told ``expired``, and a revision-bearing ``session.updated`` moves clients to null."""

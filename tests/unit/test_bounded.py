@@ -61,3 +61,54 @@ async def test_work_past_its_bound_is_cancelled():
     with pytest.raises(TimeoutError):
         await bounded(stuck(), seconds=0.01)
     assert cancelled.is_set()
+
+
+async def test_a_cancelled_caller_has_what_the_work_created_undone():
+    """The work succeeded for a caller that is gone: ``undo`` receives its result, runs to
+    the end, and only then is the cancellation re-raised."""
+    release = asyncio.Event()
+    undone: list[str] = []
+
+    async def work() -> str:
+        await release.wait()
+        return "reservation"
+
+    async def undo(made: str) -> None:
+        await asyncio.sleep(0)
+        undone.append(made)
+
+    caller = asyncio.create_task(bounded(work(), undo=undo))
+    await _settle()
+    caller.cancel()
+    await _settle()
+    assert undone == []
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert undone == ["reservation"]
+
+
+async def test_undo_is_not_called_when_the_work_failed_or_the_caller_stayed():
+    undone: list[object] = []
+
+    async def undo(made: object) -> None:
+        undone.append(made)
+
+    async def ok() -> int:
+        return 1
+
+    assert await bounded(ok(), undo=undo) == 1
+    release = asyncio.Event()
+
+    async def failing() -> None:
+        await release.wait()
+        raise ValueError("no")
+
+    caller = asyncio.create_task(bounded(failing(), undo=undo))
+    await _settle()
+    caller.cancel()
+    await _settle()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert undone == []
