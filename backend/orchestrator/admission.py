@@ -10,14 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import and_, exists, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import DISPATCH_PENDING, TERMINAL_STATES, sessions, turns
+from backend.authority.sql import DISPATCH_PENDING, TERMINAL_STATES, messages, sessions, turns
 from backend.clock import utcnow
+from backend.db.json import json_text
 from backend.errors import Conflict, NotFound, SessionBusy, SessionTerminal
 from backend.ids import new_id
-from backend.vocabulary import TERMINAL_SESSION_STATES, SessionState
+from backend.request_evidence import DELIVERY_INTENT
+from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, SessionState
 
 if TYPE_CHECKING:
     from backend.orchestrator.watchdog import AnswerExpectation
@@ -58,9 +60,14 @@ async def admit_prompt(
     With ``expect`` (the watchdog's fallback) the session must still be in exactly that turn
     and generation with no agent activity since: revalidated inside this same statement.
     """
+    ordinary = expect is None and not (turn_metadata and turn_metadata.get(DISPATCH_PENDING))
     admissible = (
         expect.still_undelivered() if expect is not None else sessions.c.state.in_(ADMITTING_STATES)
     )
+    if ordinary:
+        # A response claim owns the current turn until it is delivered or released: a newer
+        # turn may not supersede the answer in flight (it would strand or re-arm it).
+        admissible = and_(admissible, ~answer_in_flight(session_id))
     if turn_metadata and turn_metadata.get(DISPATCH_PENDING):
         # A reservation remembers whom it displaced, so a rollback can hand the session back
         # to exactly that generation and state (its predecessor turn may still be running).
@@ -97,6 +104,8 @@ async def admit_prompt(
             raise NotFound("no such session")
         if state in TERMINAL_SESSION_STATES:
             raise SessionTerminal(f"the session is {state}")
+        if state in ADMITTING_STATES:
+            raise SessionBusy("an answer to the agent's question is being delivered")
         raise SessionBusy("the agent is working on a turn")
     task_id, generation = claimed
     turn_id = new_id()
@@ -112,6 +121,15 @@ async def admit_prompt(
         )
     )
     return AdmittedTurn(session_id, task_id, turn_id, int(generation))
+
+
+def answer_in_flight(session_id: str) -> Any:
+    """SQL: a response holds a delivery intent on a question of the session."""
+    return exists().where(
+        messages.c.session_id == session_id,
+        messages.c.type == MessageType.CLARIFICATION_REQUEST.value,
+        json_text(messages.c.metadata, DELIVERY_INTENT).is_not(None),
+    )
 
 
 async def set_state_for_generation(

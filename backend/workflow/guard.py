@@ -23,9 +23,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend import failpoints
 from backend.authority import session_pending_actions
-from backend.authority.sql import sessions, tasks
+from backend.authority.sql import messages, sessions, tasks
+from backend.db.json import json_text
 from backend.errors import Conflict, DomainError
-from backend.vocabulary import PendingAction
+from backend.request_evidence import DELIVERY_INTENT
+from backend.vocabulary import MessageType, PendingAction
 
 log = logging.getLogger(__name__)
 
@@ -88,19 +90,38 @@ async def lock_task_for_move(conn: AsyncConnection, task_id: str) -> Any:
 
 
 async def blocking_sessions(conn: AsyncConnection, task_id: str) -> list[str]:
-    """Ids of the task's sessions that have an active clarification (by the repository rule).
+    """Ids of the task's sessions that have an active clarification (by the repository rule)
+    or a response claim in flight (a question that may become active again).
 
     Raises :class:`GuardUnavailable` when the read fails.
     """
     try:
         await failpoints.hit(GUARD_FAILPOINT)
         actions = await session_pending_actions(conn, sessions.c.task_id == task_id)
+        claimed = await sessions_with_held_claims(conn, task_id)
     except Exception as error:
         log.warning("workflow guard of task %s could not read active state: %r", task_id, error)
         raise GuardUnavailable(
             "the workflow guard could not read the task's clarification state; try again"
         ) from error
-    return sorted(sid for sid, action in actions.items() if action is PendingAction.CLARIFICATION)
+    active = {sid for sid, action in actions.items() if action is PendingAction.CLARIFICATION}
+    return sorted(active | claimed)
+
+
+async def sessions_with_held_claims(conn: AsyncConnection, task_id: str) -> set[str]:
+    """Sessions of the task where a response holds a delivery intent: the answer is on its way
+    but may still be restored (then the question is active again), so it blocks like one."""
+    stmt = (
+        select(messages.c.session_id)
+        .join(sessions, sessions.c.id == messages.c.session_id)
+        .where(
+            sessions.c.task_id == task_id,
+            messages.c.type == MessageType.CLARIFICATION_REQUEST.value,
+            json_text(messages.c.metadata, DELIVERY_INTENT).is_not(None),
+        )
+        .distinct()
+    )
+    return {row.session_id for row in await conn.execute(stmt)}
 
 
 async def assert_can_leave_step(conn: AsyncConnection, task_id: str) -> None:

@@ -366,3 +366,56 @@ async def test_terminal_state_without_expiry_still_publishes_the_clean_projectio
     assert [m.metadata["status"] for m in rows] == ["pending"]  # quarantined, not rewritten
     status, body = await respond(live, bundle["pending_id"], answer_all(bundle))
     assert (status, body["state"]) == (409, "terminal")
+
+
+# -- a response in flight owns the turn (found by the model test) ---------------------------
+
+
+@pytest.mark.fault("respond.after_claim", "hold", "a prompt meanwhile is 409 session_busy")
+async def test_a_new_prompt_cannot_supersede_an_answer_in_flight(live):
+    """While a response holds its claim, a newer prompt is refused as busy; the answer is
+    then delivered in its own turn (before: the prompt superseded it and the answer was lost
+    behind a 409 ``session_busy`` from respond)."""
+    task, session, bundle = await live_bundle(live, "/ask In flight? | yes")
+    failpoints.configure("respond.after_claim", "hold")
+    responding = asyncio.create_task(respond(live, bundle["pending_id"], answer_all(bundle)))
+    await eventually(lambda: failpoint_hits("respond.after_claim"), lambda n: n >= 1)
+    p = await live.http.post(f"/api/v1/task-sessions/{session}/prompt", json={"content": "hi"})
+    assert (p.status_code, p.json()["error"]) == (409, "session_busy")
+    assert "being delivered" in p.json()["message"]
+    failpoints.clear("respond.after_claim")
+    assert (await responding)[1]["outcome"] == "delivered"
+    await idle(live, task, session)
+    assert await agent_replies(live, session) == ["Got: In flight?: yes"]
+
+
+@pytest.mark.fault("respond.after_claim", "hold", "claimed bundle blocks the workflow")
+async def test_a_claimed_bundle_keeps_the_task_in_its_step(live):
+    """A bundle whose answer is in flight may still be restored: neither a ready event's
+    transition nor a user's move takes the task out of its step meanwhile."""
+    task, steps = await in_progress_task(live)
+    r = await live.http.post(
+        f"/api/v1/tasks/{task}/task-sessions", json={"prompt": "/ask Claimed? | yes\n/wait 600"}
+    )
+    session = r.json()["id"]
+    (bundle,) = await eventually(lambda: bundles(live, session), lambda b: len(b) == 1)
+    (asking,) = await turns(live, session)
+    await live.agent_fault("reject", count=1)  # the fallback resume will be refused
+    failpoints.configure("respond.after_claim", "hold")
+    responding = asyncio.create_task(respond(live, bundle["pending_id"], answer_all(bundle)))
+    await eventually(lambda: failpoint_hits("respond.after_claim"), lambda n: n >= 1)
+
+    ready = await live.http.post(
+        f"/api/v1/_agent/sessions/{session}/turns/{asking['id']}/complete",
+        json={"prompt_generation": 1, "status": "completed"},
+    )
+    assert ready.json() == {"applied": True}
+    assert await step_of(live, steps, task) == "In Progress"
+    moved = await move(live, task, steps["Done"])
+    assert (moved.status_code, moved.json()["error"]) == (409, "clarification_pending")
+
+    failpoints.clear("respond.after_claim")  # waiter gone -> detached resume -> refused
+    status, body = await responding
+    assert (status, body["retryable"]) == (500, True)
+    assert [b["state"] for b in await bundles(live, session)] == ["active_detached"]
+    assert await step_of(live, steps, task) == "In Progress"
