@@ -162,8 +162,10 @@ def _respond_done(system: System, t: Tracked, status: str, value: Any) -> None:
         bundle.state = "active" if retryable else "terminal"
         return
     if isinstance(value, SessionBusy):
-        bundle.outcomes.append("409 session_busy")  # refused before dispatch: restored
-        system.post_checks.append(("retryable", pid))
+        # Not a contract state for respond; it reads as "try again later", so the bundle must
+        # be answerable again (restored before any dispatch).
+        bundle.outcomes.append("409 session_busy")
+        system.post_checks.append(("busy", pid))
         return
     if isinstance(value, SessionTerminal):
         # Not the contract's `not_active`/`terminal`, but equivalent: the session ended while
@@ -217,6 +219,11 @@ def _post_checks(system: System, snap: Snapshot) -> None:
         if kind == "retryable" and (facts is None or not facts.is_active):
             raise I6Respond(
                 f"respond {arg[-6:]} said retryable but the bundle is not active: {facts}"
+            )
+        if kind == "busy" and (facts is None or not facts.is_active):
+            raise I6Respond(
+                f"respond {arg[-6:]} answered 409 session_busy (not a respond contract state) "
+                f"but the bundle can never be answered again: {facts}"
             )
         if kind == "nonretryable" and (facts is None or facts.is_active or facts.intent_rows):
             raise I6Respond(f"respond {arg[-6:]} said not retryable but: {facts}")

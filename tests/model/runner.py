@@ -58,6 +58,20 @@ RESPOND_HOLDS = (
     "resume.before_clear",
 )
 DETACH_HOLDS = (None, "clarification.before_detach", "clarification.before_pause")
+WEIGHTS = {
+    "r_ask": 4,
+    "r_respond": 6,
+    "r_release": 5,
+    "r_release_dispatch": 4,
+    "r_expire_confirm_wait": 3,
+    "r_disconnect": 3,
+    "r_cancel_request": 2,
+    "r_message": 1,
+    "r_set_state": 1,
+    "r_restart": 2,
+    "r_cancel_live": 1,
+    "r_fire_watchdog": 1,
+}
 FAULTS = (
     "agent:reject",
     "agent:timeout",
@@ -247,7 +261,9 @@ class System:
             rules.append("r_release_dispatch")
         if self.watchdog_clock.armed():
             rules.append("r_fire_watchdog")
-        return [r for r in rules if r not in SKIP]
+        # Weighted (a rule listed n times is n times as likely): programs should reach
+        # bundles, parked responses and releases, not end the session early.
+        return [r for r in rules if r not in SKIP for _ in range(WEIGHTS.get(r, 2))]
 
     async def r_ask(self) -> None:
         turn = self.pick_turn("asking turn", talking=True)
