@@ -1,0 +1,1 @@
+"""Model-based interleaving tests of the clarification lifecycle."""
