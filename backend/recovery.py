@@ -11,7 +11,9 @@ order; any failure fails start-up (the next start retries) and leaves the eviden
 2. **Delivery intents** left by a response that never reached a handoff: restore the claim to
    pending while its turn is still current; retire it when the session ended or a newer turn
    took over (history is never reactivated).
-3. **Outbox replay.** Publish ``turn.started`` (and ``turn.completed`` for a finished turn) for
+3. **Unacknowledged ordinary turns** (the process stopped mid-dispatch): completed ``failed``
+   through the outbox, the session freed.
+4. **Outbox replay.** Publish ``turn.started`` (and ``turn.completed`` for a finished turn) for
    every marked turn; clear each marker only after the bus accepted its events.
 """
 
@@ -32,11 +34,12 @@ from backend.authority.sql import (
     turns,
 )
 from backend.clarifications import claims
+from backend.clock import utcnow
 from backend.db.engine import write_tx
 from backend.db.json import json_flag, json_merge, json_text
 from backend.events import Event, EventBus
 from backend.orchestrator import reservations
-from backend.orchestrator.admission import set_state_for_generation
+from backend.orchestrator.admission import DISPATCH_UNACKNOWLEDGED, set_state_for_generation
 from backend.orchestrator.reservations import (
     CLAIMED_MESSAGES,
     COMPLETION_STATUS,
@@ -60,8 +63,40 @@ async def recover(engine: AsyncEngine, bus: EventBus) -> None:
     await failpoints.hit("recovery.intents")
     async with write_tx(engine) as conn:
         await _reconcile_intents(conn)
+    async with write_tx(engine) as conn:
+        await _fail_unacknowledged_turns(conn)
     await failpoints.hit("recovery.replay")
     await _replay_start_events(engine, bus)
+
+
+async def _fail_unacknowledged_turns(conn: AsyncConnection) -> None:
+    """Ordinary turns admitted whose prompt was never acknowledged when the process stopped:
+    nobody can tell whether the agent got it, and nothing will finish the turn otherwise, so it
+    is completed as ``failed`` (its events go through the outbox) and the session is free for
+    the next prompt. An agent that did get it can still talk in it until a newer turn."""
+    open_turns = (
+        await conn.execute(
+            select(turns.c.id, turns.c.session_id, turns.c.prompt_generation).where(
+                json_flag(turns.c.metadata, DISPATCH_UNACKNOWLEDGED),
+                turns.c.completed_at.is_(None),
+            )
+        )
+    ).all()
+    for turn in open_turns:
+        marker = {
+            DISPATCH_UNACKNOWLEDGED: None,
+            COMPLETION_STATUS: "failed",
+            START_EVENT_PENDING: True,
+        }
+        await conn.execute(
+            update(turns)
+            .where(turns.c.id == turn.id)
+            .values(completed_at=utcnow(), metadata=json_merge(turns.c.metadata, marker))
+        )
+        await set_state_for_generation(
+            conn, turn.session_id, turn.prompt_generation, SessionState.IDLE
+        )
+        log.warning("recovery: failed turn %s, its prompt was never acknowledged", turn.id)
 
 
 def _claimed_ids(turn: Any) -> list[str]:

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.authority.sql import DISPATCH_PENDING, TERMINAL_STATES, messages, sessions, turns
 from backend.clock import utcnow
-from backend.db.json import json_text
+from backend.db.json import json_merge, json_text
 from backend.errors import Conflict, NotFound, SessionBusy, SessionTerminal
 from backend.ids import new_id
 from backend.request_evidence import DELIVERY_INTENT
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 #: Reservation metadata: the session state the reservation displaced (restored on rollback).
 PRIOR_STATE = "prompt_dispatch_prior_state"
+
+#: Turn metadata of an ordinary turn whose prompt the agent has not acknowledged yet.
+DISPATCH_UNACKNOWLEDGED = "dispatch_unacknowledged"
 
 #: States in which a session accepts a prompt.
 ADMITTING_STATES = (
@@ -117,7 +120,9 @@ async def admit_prompt(
             prompt_generation=generation,
             started_at=now,
             created_at=now,
-            metadata=turn_metadata or {},
+            # An ordinary turn is marked until the agent acknowledges its prompt, so start-up
+            # can tell a dispatch that died with the process (recovery fails that turn).
+            metadata=turn_metadata or ({DISPATCH_UNACKNOWLEDGED: True} if ordinary else {}),
         )
     )
     return AdmittedTurn(session_id, task_id, turn_id, int(generation))
@@ -129,6 +134,15 @@ def answer_in_flight(session_id: str) -> Any:
         messages.c.session_id == session_id,
         messages.c.type == MessageType.CLARIFICATION_REQUEST.value,
         json_text(messages.c.metadata, DELIVERY_INTENT).is_not(None),
+    )
+
+
+async def acknowledge(conn: AsyncConnection, turn_id: str) -> None:
+    """The agent acknowledged the ordinary turn's prompt."""
+    await conn.execute(
+        update(turns)
+        .where(turns.c.id == turn_id)
+        .values(metadata=json_merge(turns.c.metadata, {DISPATCH_UNACKNOWLEDGED: None}))
     )
 
 

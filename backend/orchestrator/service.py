@@ -51,6 +51,7 @@ from backend.ids import new_id
 from backend.orchestrator import reservations
 from backend.orchestrator.admission import (
     AdmittedTurn,
+    acknowledge,
     admit_prompt,
     set_state_for_generation,
 )
@@ -238,6 +239,11 @@ class Orchestrator:
                 admitted.session_id, admitted.turn_id, admitted.prompt_generation, "failed"
             )
             raise AgentUnavailable("the agent did not accept the prompt") from error
+        try:
+            async with write_tx(self.engine) as conn:
+                await acknowledge(conn, admitted.turn_id)
+        except Exception as error:  # the turn goes on; only a restart would fail it
+            log.warning("acknowledgement of turn %s not stored: %r", admitted.turn_id, error)
 
     async def session_row(self, session_id: str) -> dict[str, Any]:
         async with read_tx(self.engine) as conn:

@@ -234,19 +234,25 @@ async def test_accept_then_fail_with_a_failed_publication_frees_the_session(live
 
 
 @pytest.mark.scenario("S23")
-@pytest.mark.fault("waiter.before_confirm", "hold", "successor accepted: retired, not retryable")
-async def test_live_restore_after_a_successor_was_accepted_is_not_retryable(live, monkeypatch):
-    """r11: a live confirmation that outlives the responder's wait while a newer turn was
-    accepted is not restored (history is never re-armed) and is reported non-retryable."""
+@pytest.mark.fault(
+    "waiter.before_confirm", "hold", "turn no longer current: retired, not retryable"
+)
+async def test_live_restore_after_the_turn_ended_is_not_retryable(live, monkeypatch):
+    """r11: a live confirmation outlives the responder's wait while its turn stops being
+    current. A newer prompt cannot do that any more (the claim owns the turn: 409), but a
+    terminal session can: the claim is then retired, never restored, and reported
+    non-retryable."""
     monkeypatch.setattr(respond_module, "LIVE_CONFIRM_WAIT_S", 1.0)
     _task, session, bundle = await live_bundle(live, "/ask Slow confirm? | yes")
     failpoints.configure("waiter.before_confirm", "hold")
     responding = asyncio.create_task(respond(live, bundle["pending_id"], answer_all(bundle)))
     await eventually(lambda: failpoint_hits("waiter.before_confirm"), lambda n: n >= 1)
-    p = await live.http.post(
-        f"/api/v1/task-sessions/{session}/prompt", json={"content": "/reply newer"}
+    p = await live.http.post(f"/api/v1/task-sessions/{session}/prompt", json={"content": "hi"})
+    assert (p.status_code, p.json()["error"]) == (409, "session_busy")
+    done = await live.http.post(
+        f"/api/v1/task-sessions/{session}/state", json={"state": "CANCELLED"}
     )
-    assert p.status_code == 202
+    assert done.status_code == 200
     status, body = await responding
     assert (status, body["retryable"]) == (500, False)
     _, _, rows = await stored(live, session)

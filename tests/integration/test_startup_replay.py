@@ -61,3 +61,36 @@ async def test_the_summary_projector_hears_the_start_up_replay(engine):
         assert summary["pending_action"] == "clarification"
     finally:
         await runtime.stop()
+
+
+async def test_a_turn_whose_prompt_was_never_acknowledged_is_failed_at_start_up(engine):
+    """The process stopped between admitting an ordinary turn and the agent's acknowledgement:
+    nothing would ever finish that turn, so start-up fails it and frees the session (found by
+    the model test: the session stayed RUNNING and refused every prompt)."""
+    from sqlalchemy import select
+
+    from backend.authority.sql import sessions
+    from backend.db.engine import read_tx
+    from backend.orchestrator.admission import DISPATCH_UNACKNOWLEDGED
+
+    world = World(engine)
+    session = await world.session(state=SessionState.RUNNING)
+    acknowledged = await world.turn(session, started=1)
+    async with write_tx(engine) as conn:
+        await conn.execute(
+            update(turns).where(turns.c.id == acknowledged).values(completed_at=at(2))
+        )
+    lost = await world.turn(session, started=3, meta={DISPATCH_UNACKNOWLEDGED: True})
+    bus = RecordingBus()
+    await recover(engine, bus)
+    async with read_tx(engine) as conn:
+        state = (
+            await conn.execute(select(sessions.c.state).where(sessions.c.id == session))
+        ).scalar()
+        row = (await conn.execute(select(turns).where(turns.c.id == lost))).one()
+    assert state == "IDLE"
+    assert row.completed_at is not None and DISPATCH_UNACKNOWLEDGED not in row.metadata
+    assert [(e.type, e.data.get("status")) for e in bus.published] == [
+        ("turn.started", None),
+        ("turn.completed", "failed"),
+    ]
