@@ -19,6 +19,7 @@ from backend.agentctl.client import AgentctlClient
 from backend.clarifications.respond import Responder
 from backend.clarifications.waiters import WaiterRegistry
 from backend.config import Settings, get_settings
+from backend.db.bounded import drain
 from backend.errors import DomainError
 from backend.events import EventBus, InMemoryEventBus
 from backend.events.publisher import EventPublisher
@@ -110,6 +111,9 @@ class Runtime:
 
     async def stop(self) -> None:
         self._revisions = None
+        # Durable work shielded from cancelled requests (detach, pause, rollback, release)
+        # finishes before the engine goes away.
+        await drain()
         await self.projector.stop()
         await self.orchestrator.watchdog.shutdown()
         if self._owned_client is not None:

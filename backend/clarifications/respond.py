@@ -321,14 +321,20 @@ class Responder:
         released: claims.Released | None = None,
     ) -> NoReturn:
         """The answer certainly never reached the agent: release the claim, then report.
-        A domain refusal (e.g. ``session_busy``) keeps its own error; a cancellation stays a
-        cancellation; anything else is a 500 whose ``retryable`` says whether it is pending
-        again."""
+        A cancellation stays a cancellation; a domain refusal (e.g. ``session_busy``) keeps its
+        own error while the question is pending again; anything else is a 500 whose
+        ``retryable`` says whether it is pending again."""
         released = await self._release(
             facts, intent_id, converge=isinstance(error, Exception), released=released
         )
-        if not isinstance(error, Exception) or isinstance(error, DomainError):
+        if not isinstance(error, Exception):
             raise error
+        if isinstance(error, DomainError) and released.restored:
+            raise error  # e.g. 409 session_busy: the question is pending; try again later
+        if isinstance(error, DomainError):
+            # Refused because a newer turn or a terminal state took over meanwhile: the
+            # answer never left, and the question is history now (the claim was retired).
+            message = "the question was superseded before its answer could be delivered"
         raise DeliveryFailed(message, retryable=released.restored) from None
 
     async def _finalize(self, bundle_id: str, intent_id: str) -> list[dict[str, Any]]:

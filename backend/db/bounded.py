@@ -28,6 +28,26 @@ T = TypeVar("T")
 #: How long shielded work may run before it is cancelled after all.
 BOUNDED_WRITE_S = 10.0
 
+#: Shielded work in flight in this process (so shutdown can let it finish).
+_in_flight: set[asyncio.Future[object]] = set()
+
+
+async def drain(seconds: float = BOUNDED_WRITE_S) -> None:
+    """Wait (up to ``seconds``) until no shielded work is in flight, including work that the
+    cleanup of finishing work starts meanwhile (a cancelled request detaching its question,
+    then pausing its turn). Shutdown calls it before the engine goes away."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    quiet_ticks = 0
+    while quiet_ticks < 3 and loop.time() < deadline:
+        pending = [task for task in _in_flight if not task.done()]
+        if pending:
+            quiet_ticks = 0
+            await asyncio.wait(pending, timeout=max(deadline - loop.time(), 0))
+        else:
+            quiet_ticks += 1
+            await asyncio.sleep(0.01)
+
 
 async def bounded(
     work: Awaitable[T],
@@ -46,6 +66,8 @@ async def bounded(
     caller that would have used it is gone.
     """
     task = asyncio.ensure_future(asyncio.wait_for(work, seconds))
+    _in_flight.add(task)
+    task.add_done_callback(_in_flight.discard)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:

@@ -147,17 +147,26 @@ async def acknowledge(conn: AsyncConnection, turn_id: str) -> None:
 
 
 async def set_state_for_generation(
-    conn: AsyncConnection, session_id: str, generation: int, state: SessionState
+    conn: AsyncConnection,
+    session_id: str,
+    generation: int,
+    state: SessionState,
+    *,
+    while_open: str | None = None,
 ) -> bool:
     """Set a live session's state only while ``generation`` still owns it: whatever a stale
-    actor (a late ready event, a pause, recovery) wants cannot touch a newer turn's session."""
+    actor (a late ready event, a pause, recovery) wants cannot touch a newer turn's session.
+    With ``while_open``, only while that turn has not ended either."""
+    conditions = [
+        sessions.c.id == session_id,
+        sessions.c.prompt_generation == generation,
+        sessions.c.state.not_in(TERMINAL_STATES),
+    ]
+    if while_open is not None:
+        conditions.append(exists().where(turns.c.id == while_open, turns.c.completed_at.is_(None)))
     result = await conn.execute(
         update(sessions)
-        .where(
-            sessions.c.id == session_id,
-            sessions.c.prompt_generation == generation,
-            sessions.c.state.not_in(TERMINAL_STATES),
-        )
+        .where(*conditions)
         .values(state=state.value, updated_at=utcnow())
         .returning(sessions.c.id)
     )

@@ -340,7 +340,9 @@ class Orchestrator:
 
         async def store() -> tuple[str, list[dict[str, Any]]]:
             async with write_tx(self.engine) as conn:
-                admitted = await self._current(conn, session_id, turn_id, generation)
+                admitted = await self._current(
+                    conn, session_id, turn_id, generation, open_turn=True
+                )
                 stored = await create_bundle(
                     conn,
                     session_id=session_id,
@@ -435,9 +437,13 @@ class Orchestrator:
             try:
                 async with write_tx(self.engine) as conn:
                     rows = await claims.finalize(conn, waiter.pending_id, intent_id)
-                    if rows:  # the agent goes on with its turn
+                    if rows:  # the agent goes on with its turn (if it has not ended)
                         await set_state_for_generation(
-                            conn, waiter.session_id, waiter.prompt_generation, SessionState.RUNNING
+                            conn,
+                            waiter.session_id,
+                            waiter.prompt_generation,
+                            SessionState.RUNNING,
+                            while_open=waiter.turn_id,
                         )
             except BaseException as error:
                 _fail_confirmation(outcome, f"confirmation failed: {error!r}")
@@ -600,9 +606,20 @@ class Orchestrator:
             await self.events.message("session.message.updated", row)
 
     async def _current(
-        self, conn: AsyncConnection, session_id: str, turn_id: str, generation: int
+        self,
+        conn: AsyncConnection,
+        session_id: str,
+        turn_id: str,
+        generation: int,
+        *,
+        open_turn: bool = False,
     ) -> AdmittedTurn:
-        """The callback's turn, if it is still the session's current turn and generation."""
+        """The callback's turn, if it is still the session's current turn and generation
+        (and, with ``open_turn``, not yet completed: a question asked in a turn that already
+        ended — paused, or failed by start-up — would set a state nothing can finish)."""
+        ended = (
+            select(turns.c.completed_at.is_not(None)).where(turns.c.id == turn_id).scalar_subquery()
+        )
         row = (
             await conn.execute(
                 select(
@@ -610,18 +627,21 @@ class Orchestrator:
                     sessions.c.state,
                     sessions.c.prompt_generation,
                     current_turn_id(literal(session_id)),
+                    ended,
                 ).where(sessions.c.id == session_id)
             )
         ).first()
         if row is None:
             raise NotFound("no such session")
-        task_id, state, current_generation, current = row
+        task_id, state, current_generation, current, has_ended = row
         if (
             state in TERMINAL_SESSION_STATES
             or current != turn_id
             or current_generation != generation
         ):
             raise TurnNotCurrent("that turn is no longer the session's current turn")
+        if open_turn and has_ended:
+            raise TurnNotCurrent("that turn has already ended")
         return AdmittedTurn(session_id, task_id, turn_id, generation)
 
     async def _insert_message(

@@ -323,20 +323,19 @@ async def test_watchdog_cancelled_between_reservation_and_attempt_mark_rolls_bac
     failpoints.configure("resume.after_reserve", "hold")
     await eventually(lambda: failpoint_hits("resume.after_reserve"), lambda n: n >= 1, within_s=20)
     (watchdog,) = live.runtime.orchestrator.watchdog._tasks[session]
-    _, ts, _ = await stored(live, session)
-    first = min(ts, key=lambda t: t.prompt_generation)
-    act = await live.http.post(
-        f"/api/v1/_agent/sessions/{session}/messages",
-        json={"turn_id": first.id, "prompt_generation": 1, "content": "still here"},
-    )
-    # Refused while the reservation holds the session, but it is activity: the watchdog stops.
-    assert act.status_code == 409
+    live.runtime.orchestrator.watchdog.on_activity(session)  # what every agent callback does
     await asyncio.wait({watchdog}, timeout=5)
     assert watchdog.done()
     failpoints.clear("resume.after_reserve")
     s, ts, _ = await stored(live, session)
     assert (s.prompt_generation, len(ts)) == (1, 1)
     assert s.state == "RUNNING"  # the agent still owns its turn, as before the reservation
+    (first,) = ts
+    act = await live.http.post(
+        f"/api/v1/_agent/sessions/{session}/messages",
+        json={"turn_id": first.id, "prompt_generation": 1, "content": "still here"},
+    )
+    assert act.status_code == 201  # the predecessor owns the session again
     await live.http.post(
         f"/api/v1/_agent/sessions/{session}/turns/{first.id}/complete",
         json={"prompt_generation": 1, "status": "completed"},
