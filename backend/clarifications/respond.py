@@ -34,7 +34,8 @@ from backend.db.engine import read_tx, write_tx
 from backend.errors import ConvergenceFailed, DeliveryFailed, DomainError, NotActive, NotFound
 from backend.events.publisher import EventPublisher
 from backend.ids import new_id
-from backend.orchestrator.service import DispatchTicket, Orchestrator
+from backend.orchestrator.resume import DispatchTicket
+from backend.orchestrator.service import Orchestrator
 from backend.projections.summaries import TaskSummaries
 from backend.request_evidence import pending_id as pending_id_of
 from backend.vocabulary import MessageType, RequestStatus

@@ -57,12 +57,7 @@ from backend.orchestrator.admission import (
 )
 from backend.orchestrator.dispatch import PromptDispatcher, turn_data
 from backend.orchestrator.reservations import COMPLETION_STATUS
-from backend.orchestrator.resume import (
-    DetachedResume,
-    DispatchTicket,
-    ResumeAmbiguous,
-    ResumeNotAccepted,
-)
+from backend.orchestrator.resume import DetachedResume
 from backend.orchestrator.watchdog import AnswerExpectation, PrimaryAnswerWatchdog
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction, SessionState
 from backend.workflow import ClarificationPending, GuardUnavailable, advance_on_turn_complete
@@ -72,12 +67,9 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ClarificationResult",
-    "DispatchTicket",
     "Orchestrator",
     "PromptDispatcher",
     "ReservationUnresolved",
-    "ResumeAmbiguous",
-    "ResumeNotAccepted",
 ]
 
 #: How often ready handling re-reads an unresolved reservation of another process.
