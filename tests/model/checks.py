@@ -88,6 +88,17 @@ class Snapshot:
     def unpublished(self) -> list[Any]:
         return [t for t in self.turns if _truthy(t.metadata.get("prompt_dispatch_pending"))]
 
+    def reserved_claims(self) -> set[str]:
+        """Message ids whose claim an unpublished reservation still carries. Outside an
+        in-flight respond that only happens after a failed rollback (S29): the reservation
+        then owns the claim — and keeps the session busy — until start-up recovery."""
+        owned: set[str] = set()
+        for turn in self.unpublished():
+            ids = turn.metadata.get("prompt_dispatch_message_ids")
+            if isinstance(ids, list):
+                owned.update(i for i in ids if isinstance(i, str))
+        return owned
+
     def turn(self, turn_id: str) -> Any:
         return next((t for t in self.turns if t.id == turn_id), None)
 

@@ -196,8 +196,10 @@ def quiet(system: System) -> bool:
 async def check(system: System) -> None:
     snap = await system.read()
     _post_checks(system, snap)
-    if snap.intent_rows() and not in_flight(system):
-        held = sorted({r.metadata.get("pending_id")[-6:] for r in snap.intent_rows()})
+    owned = snap.reserved_claims()  # S29: recovery owns these
+    stuck = [r for r in snap.intent_rows() if r.id not in owned]
+    if stuck and not in_flight(system):
+        held = sorted({r.metadata.get("pending_id")[-6:] for r in stuck})
         raise I1StuckClaim(f"bundles {held} stay delivery_claimed with no respond in flight")
     for pid, count in system.agent.received.items():
         if count > 1:
@@ -225,6 +227,13 @@ def _post_checks(system: System, snap: Snapshot) -> None:
                 f"respond {arg[-6:]} answered 409 session_busy (not a respond contract state) "
                 f"but the bundle can never be answered again: {facts}"
             )
+        if kind == "nonretryable" and facts is not None and facts.intent_rows:
+            claimed_ids = {r.id for r in snap.intent_rows() if r.metadata.get("pending_id") == arg}
+            if claimed_ids and claimed_ids <= snap.reserved_claims():
+                # S29: the rollback failed; the claim waits for start-up recovery, which
+                # restores it (unattempted) or retires it (attempted). Adopt what it decides.
+                system.bundles[arg].state = "unknown"
+                continue
         if kind == "nonretryable" and (facts is None or facts.is_active or facts.intent_rows):
             raise I6Respond(f"respond {arg[-6:]} said not retryable but: {facts}")
 
@@ -248,6 +257,8 @@ def _workflow(snap: Snapshot) -> None:
 def _busy(system: System, snap: Snapshot) -> None:
     if snap.session.state != SessionState.RUNNING.value:
         return
+    if snap.reserved_claims() and snap.unpublished():
+        return  # S29: an unresolved reservation keeps the session busy until recovery
     generation = snap.session.prompt_generation
     for turn in system.agent_turns():
         stored = snap.turn(turn.turn_id)
