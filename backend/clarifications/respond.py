@@ -302,6 +302,10 @@ class Responder:
             # The reservation could not be rolled back: it and the claim stay for start-up
             # recovery, which restores exactly this claim (S29).
             log.error("resume of %s left unresolved: %r", facts.pending_id, error)
+            try:  # clients converge on "no answerable question" until recovery decides
+                await self.events.session_updated(facts.session_id, facts.task_id)
+            except Exception as publish_error:
+                log.warning("session %s not published: %r", facts.session_id, publish_error)
             if not isinstance(error, Exception):
                 raise error
             raise DeliveryFailed(

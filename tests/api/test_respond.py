@@ -375,6 +375,13 @@ async def test_failed_rollback_keeps_the_reservation_and_blocks_prompts(live):
     failpoints.configure("resume.rollback", "error", count=1)
     status, body = await respond(live, bundle["pending_id"], answer_all(bundle))
     assert (status, body["retryable"]) == (500, False)
+    # Clients converge on "nothing answerable" while recovery owns the claim.
+    projected = [
+        e.data
+        for e in live.events
+        if e.data.get("session_id") == session and "pending_action" in e.data
+    ]
+    assert projected[-1]["pending_action"] is None
 
     blocked = await live.http.post(
         f"/api/v1/task-sessions/{session}/prompt", json={"content": "let me in"}
