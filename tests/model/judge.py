@@ -363,18 +363,9 @@ async def final_drain(system: System) -> None:
 
 
 async def teardown(system: System) -> None:
-    failpoints.clear_all()
-    system.respond_clock_release_all()
     if system.agent.held is not None and not system.agent.held.outcome.done():
         system.agent.held.outcome.set_result("reject")
-    pending = [t.task for t in system.tracked if not t.task.done()]
-    for task in pending:
-        task.cancel()
-    if pending:
-        await asyncio.wait(pending, timeout=20)
-    for task in pending:
-        if task.done() and not task.cancelled():
-            task.exception()
+    await system.cancel_tracked()
     for life in system.lives:
         await system.stop_life(life)
     failpoints.clear_all()

@@ -438,16 +438,7 @@ class System:
             held.outcome.set_result("dead")
         for tracked in self.tracked:
             tracked.zombie = True
-        failpoints.clear_all()  # zombies run on into a dead engine
-        self.respond_clock_release_all()
-        pending = [t.task for t in self.tracked if not t.task.done()]
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=20)
-        for task in pending:
-            if task.done() and not task.cancelled():
-                task.exception()  # retrieved: zombies fail on the dead engine
+        await self.cancel_tracked()  # zombies run on into a dead engine
         await self.stop_life(old)
         self.restarts += 1
         self.bundles_after_crash()
@@ -468,6 +459,20 @@ class System:
             t.kind == "respond" and t.info["pid"] == pending_id and not t.handled
             for t in self.tracked
         )
+
+    async def cancel_tracked(self) -> None:
+        """Release every hold and timer, cancel every tracked call, and wait for them (their
+        errors retrieved: after a crash they fail on the dead engine)."""
+        failpoints.clear_all()
+        self.respond_clock_release_all()
+        pending = [t.task for t in self.tracked if not t.task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=20)
+        for task in pending:
+            if task.done() and not task.cancelled():
+                task.exception()
 
     async def stop_life(self, life: Life) -> None:
         if life.collector is not None:
