@@ -124,6 +124,12 @@ def handle(system: System, t: Tracked) -> None:
         elif t.kind == "ready" and t.info["stale"]:
             system.post_checks.append(("stale_ready", t.info["step_before"]))
         return None
+    if t.kind == "cancel" and isinstance(value, NotActive):
+        # S24: a response that already claimed the bundle wins; cancel says so (409).
+        claimed = value.extra.get("state") == "delivery_claimed"
+        if claimed and t.info["predicted"] == "delivery_claimed":
+            return None
+        raise Unexpected(f"cancel raised {value!r}; the model says {t.info['predicted']}")
     expected = {
         "prompt": (SessionBusy, SessionTerminal, AgentUnavailable),
         "state": (Conflict,),
