@@ -65,3 +65,11 @@ class ConvergenceFailed(DeliveryFailed):
     the task summary failed, so some clients may still show the terminal snapshot."""
 
     code = "convergence_failed"
+
+
+class ReservationUnresolved(DomainError):
+    """A ready event waited for an overlapping successor reservation that did not resolve in
+    time (e.g. its rollback failed, S29): nothing was changed; the agent may send it again."""
+
+    status = 503
+    code = "reservation_unresolved"

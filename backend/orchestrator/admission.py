@@ -1,28 +1,34 @@
-"""Prompt admission: the one compare-and-set that lets a prompt start a turn.
+"""Admission: what may start a turn, and what may still write into one.
 
-Serialization comes from the database, not from an in-process lock: the session row moves to
-RUNNING and its prompt generation increments in one conditional UPDATE, so concurrent prompts
-(in one process or several) see exactly one winner; the others get ``session_busy``.
+A prompt starts a turn through one compare-and-set on the session row (state → RUNNING,
+generation + 1), so concurrent prompts (in one process or several) see exactly one winner and
+the others get ``session_busy``. An agent callback writes into its turn only while that turn is
+the session's current one at its generation (``require_current``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import and_, exists, insert, select, update
+from sqlalchemy import and_, exists, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import DISPATCH_PENDING, TERMINAL_STATES, messages, sessions, turns
+from backend.authority.sql import (
+    DISPATCH_PENDING,
+    TERMINAL_STATES,
+    current_turn_id,
+    messages,
+    sessions,
+    turns,
+)
 from backend.clock import utcnow
 from backend.db.json import json_merge, json_text
-from backend.errors import Conflict, NotFound, SessionBusy, SessionTerminal
+from backend.errors import Conflict, NotFound, SessionBusy, SessionTerminal, TurnNotCurrent
 from backend.ids import new_id
+from backend.orchestrator.expectation import AnswerExpectation
 from backend.request_evidence import DELIVERY_INTENT
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, SessionState
-
-if TYPE_CHECKING:
-    from backend.orchestrator.watchdog import AnswerExpectation
 
 #: Reservation metadata: the session state the reservation displaced (restored on rollback).
 PRIOR_STATE = "prompt_dispatch_prior_state"
@@ -171,3 +177,55 @@ async def set_state_for_generation(
         .returning(sessions.c.id)
     )
     return result.first() is not None
+
+
+async def require_current(
+    conn: AsyncConnection,
+    session_id: str,
+    turn_id: str,
+    generation: int,
+    *,
+    open_turn: bool = False,
+) -> AdmittedTurn:
+    """The callback's turn, if it is still the session's current turn and generation
+    (and, with ``open_turn``, not yet completed: a question asked in a turn that already
+    ended — paused, or failed by start-up — would set a state nothing can finish)."""
+    ended = select(turns.c.completed_at.is_not(None)).where(turns.c.id == turn_id).scalar_subquery()
+    row = (
+        await conn.execute(
+            select(
+                sessions.c.task_id,
+                sessions.c.state,
+                sessions.c.prompt_generation,
+                current_turn_id(literal(session_id)),
+                ended,
+            ).where(sessions.c.id == session_id)
+        )
+    ).first()
+    if row is None:
+        raise NotFound("no such session")
+    task_id, state, current_generation, current, has_ended = row
+    if state in TERMINAL_SESSION_STATES or current != turn_id or current_generation != generation:
+        raise TurnNotCurrent("that turn is no longer the session's current turn")
+    if open_turn and has_ended:
+        raise TurnNotCurrent("that turn has already ended")
+    return AdmittedTurn(session_id, task_id, turn_id, generation)
+
+
+async def insert_message(
+    conn: AsyncConnection, turn: AdmittedTurn, author: str, content: str
+) -> dict[str, Any]:
+    """A plain message in an admitted turn (the user's prompt or the agent's output)."""
+    row = {
+        "id": new_id(),
+        "session_id": turn.session_id,
+        "task_id": turn.task_id,
+        "turn_id": turn.turn_id,
+        "type": MessageType.MESSAGE.value,
+        "author": author,
+        "content": content,
+        "metadata": {},
+        "created_at": utcnow(),
+    }
+    await conn.execute(insert(messages).values(**row))
+    return row

@@ -42,7 +42,7 @@ from backend.events.publisher import EventPublisher
 from backend.orchestrator import reservations
 from backend.orchestrator.admission import AdmittedTurn, admit_prompt
 from backend.orchestrator.dispatch import PromptDispatcher, turn_data
-from backend.orchestrator.watchdog import AnswerExpectation
+from backend.orchestrator.expectation import AnswerExpectation
 
 log = logging.getLogger(__name__)
 

@@ -1,104 +1,53 @@
-"""The orchestrator: sessions, turns, agent dispatch and the agent's callbacks.
+"""The orchestrator: sessions, prompts and agent dispatch, composed with the agent's
+callbacks (``live.py``: clarification requests; ``completion.py``: ready events).
 
 Every state change is a conditional statement checked against the rule (current turn, prompt
 generation, non-terminal session), so late or duplicated agent callbacks are refused instead of
 applied to a newer turn. Events are published after commit and only for rows a statement
-actually changed.
+actually changed. Imports run one way: this module → {admission, reservations, resume,
+watchdog, live, completion}; none of them imports it (see docs/architecture.md).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, literal, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
 from backend.agentctl.client import PromptRequest
 from backend.agentctl.errors import PromptDispatchError
-from backend.authority import session_authority
-from backend.authority.sql import (
-    TERMINAL_STATES,
-    current_turn_id,
-    messages,
-    sessions,
-    tasks,
-    turns,
-)
-from backend.clarifications import claims
-from backend.clarifications.store import Question, create_bundle, detach, expire_current_turn
-from backend.clarifications.waiters import LiveWaiter, WaiterOutcome, WaiterRegistry
+from backend.authority.sql import TERMINAL_STATES, sessions, tasks
+from backend.clarifications.store import Question, expire_current_turn
+from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
 from backend.clock import utcnow
 from backend.db.bounded import BOUNDED_WRITE_S, bounded
 from backend.db.engine import read_tx, write_tx
-from backend.db.json import json_merge
-from backend.errors import (
-    AgentUnavailable,
-    Conflict,
-    DomainError,
-    NotActive,
-    NotFound,
-    TurnNotCurrent,
-)
+from backend.errors import AgentUnavailable, Conflict, NotFound
 from backend.events import Event
 from backend.events.publisher import EventPublisher
 from backend.ids import new_id
-from backend.orchestrator import reservations
 from backend.orchestrator.admission import (
     AdmittedTurn,
     acknowledge,
     admit_prompt,
-    set_state_for_generation,
+    insert_message,
+    require_current,
 )
+from backend.orchestrator.completion import TurnCompletion
 from backend.orchestrator.dispatch import PromptDispatcher, turn_data
-from backend.orchestrator.reservations import COMPLETION_STATUS
+from backend.orchestrator.live import ClarificationResult, LiveClarifications
 from backend.orchestrator.resume import DetachedResume
-from backend.orchestrator.watchdog import AnswerExpectation, PrimaryAnswerWatchdog
-from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction, SessionState
-from backend.workflow import ClarificationPending, GuardUnavailable, advance_on_turn_complete
+from backend.orchestrator.watchdog import PrimaryAnswerWatchdog
+from backend.vocabulary import TERMINAL_SESSION_STATES, SessionState
 
 log = logging.getLogger(__name__)
 
 
-__all__ = [
-    "ClarificationResult",
-    "Orchestrator",
-    "PromptDispatcher",
-    "ReservationUnresolved",
-]
-
-#: How often ready handling re-reads an unresolved reservation of another process.
-RESERVATION_POLL_S = 0.05
-
-
-class ReservationUnresolved(DomainError):
-    """A ready event waited for an overlapping successor reservation that did not resolve in
-    time (e.g. its rollback failed, S29): nothing was changed; the agent may send it again."""
-
-    status = 503
-    code = "reservation_unresolved"
-
-
-@dataclass(frozen=True, slots=True)
-class ClosedTurn:
-    task_id: str
-    #: The event's generation still owns the session: completion actions may run.
-    owns_session: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ClarificationResult:
-    """How the agent's wait ended: ``answered``/``rejected``/``expired`` carry the waiter's
-    outcome; ``detached`` means the wait ended without one and the bundle stays answerable."""
-
-    outcome: str
-    pending_id: str
-    answers: tuple[dict[str, Any], ...] = ()
+__all__ = ["ClarificationResult", "Orchestrator", "PromptDispatcher"]
 
 
 class Orchestrator:
@@ -125,7 +74,16 @@ class Orchestrator:
         self.resume = DetachedResume(
             engine, dispatcher, events, callback_url, self.turn_complete, self.dispatch_bound_s
         )
-        self.watchdog = PrimaryAnswerWatchdog(self, watchdog_delay_s)
+        self.watchdog = PrimaryAnswerWatchdog(engine, self.resume.run, watchdog_delay_s)
+        self.completion = TurnCompletion(
+            engine,
+            events,
+            waiters,
+            on_activity=self.watchdog.on_activity,
+            resolution_of=self.resume.resolution_of,
+            reservation_wait_s=self.reservation_wait_s,
+        )
+        self.live = LiveClarifications(engine, events, waiters, self.completion, self.watchdog)
 
     # -- sessions and prompts ------------------------------------------------------------
 
@@ -176,7 +134,7 @@ class Orchestrator:
                     )
                 )
                 admitted = await admit_prompt(conn, session_id)
-                return admitted, await self._insert_message(conn, admitted, "user", prompt)
+                return admitted, await insert_message(conn, admitted, "user", prompt)
 
         admitted, user_message = await bounded(
             create(),
@@ -196,7 +154,7 @@ class Orchestrator:
         async def admit() -> tuple[AdmittedTurn, dict[str, Any]]:
             async with write_tx(self.engine) as conn:
                 admitted = await admit_prompt(conn, session_id)
-                return admitted, await self._insert_message(conn, admitted, "user", content)
+                return admitted, await insert_message(conn, admitted, "user", content)
 
         admitted, user_message = await bounded(
             admit(),
@@ -311,8 +269,8 @@ class Orchestrator:
     ) -> dict[str, Any]:
         self.watchdog.on_activity(session_id)
         async with write_tx(self.engine) as conn:
-            admitted = await self._current(conn, session_id, turn_id, generation)
-            row = await self._insert_message(conn, admitted, "agent", content)
+            admitted = await require_current(conn, session_id, turn_id, generation)
+            row = await insert_message(conn, admitted, "agent", content)
         await self.events.message("session.message.added", row)
         return row
 
@@ -325,340 +283,17 @@ class Orchestrator:
         wait_seconds: float,
         agent_gone: Awaitable[Any],
     ) -> ClarificationResult:
-        """Store the bundle, then hold the agent's request as the live waiter until an
-        outcome arrives, ``wait_seconds`` pass, or the agent goes away (then detach)."""
-        self.watchdog.on_activity(session_id)
-        await failpoints.hit("clarification.before_store")  # the agent asks; nothing stored yet
-
-        async def store() -> tuple[str, list[dict[str, Any]]]:
-            async with write_tx(self.engine) as conn:
-                admitted = await self._current(
-                    conn, session_id, turn_id, generation, open_turn=True
-                )
-                stored = await create_bundle(
-                    conn,
-                    session_id=session_id,
-                    task_id=admitted.task_id,
-                    turn_id=turn_id,
-                    questions=questions,
-                )
-                await set_state_for_generation(
-                    conn, session_id, generation, SessionState.WAITING_FOR_INPUT
-                )
-                return stored
-
-        def waiter_for(bundle_id: str) -> LiveWaiter:
-            return LiveWaiter(bundle_id, session_id, turn_id, generation)
-
-        # Stored but the agent already gone: the question stays, detached (like a disconnect).
-        bundle_id, rows = await bounded(
-            store(),
-            undo=lambda stored: self._detach_and_pause(waiter_for(stored[0])),
-            undo_seconds=self.reservation_wait_s + 2 * BOUNDED_WRITE_S,
+        """The agent asks: held open as the live waiter (``live.py``)."""
+        return await self.live.ask(
+            session_id, turn_id, generation, questions, wait_seconds, agent_gone
         )
-        waiter = waiter_for(bundle_id)
-        self.waiters.register(waiter)
-        try:
-            for row in rows:
-                await self.events.message("session.message.added", row)
-        except Exception as error:
-            log.warning("question %s not published (reads converge): %r", bundle_id, error)
-        gone = asyncio.ensure_future(agent_gone)
-        try:
-            await asyncio.wait(
-                {waiter.future, gone},
-                timeout=max(wait_seconds, 0),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        except asyncio.CancelledError:
-            # The server cancelled the request: the agent is gone, the question must stay.
-            self.waiters.drop(bundle_id)
-            if waiter.future.done():
-                _fail_confirmation(waiter.future.result(), "the agent went away")
-            await self._detach_and_pause(waiter)
-            raise
-        finally:
-            gone.cancel()
-        self.waiters.drop(bundle_id)
-        if waiter.future.done():
-            outcome = waiter.future.result()
-            if outcome.intent_id is None:
-                return ClarificationResult(outcome.outcome, bundle_id, outcome.answers)
-            if await self._confirm_delivery(waiter, outcome):
-                await failpoints.hit("waiter.after_confirm")  # e.g. the response gets lost
-                return ClarificationResult(outcome.outcome, bundle_id, outcome.answers)
-            # The responder gave up and restored the question: the agent must not see it.
-            return ClarificationResult("detached", bundle_id)
-        await self._detach_and_pause(waiter)
-        return ClarificationResult("detached", bundle_id)
-
-    async def _detach_and_pause(self, waiter: LiveWaiter) -> None:
-        """Detach the bundle, then pause (complete) exactly the turn that asked.
-
-        The waiter is the snapshot of turn authority taken when the question was asked, before
-        detachment: a first or successor turn admitted meanwhile has a newer generation, so
-        the pause's compare-and-set cannot complete it or change its session state.
-        """
-        await failpoints.hit("clarification.before_detach")
-        await self._detach_and_publish(waiter.session_id, bundle_id=waiter.pending_id)
-        await failpoints.hit("clarification.before_pause")
-        await bounded(
-            self.turn_complete(
-                waiter.session_id, waiter.turn_id, waiter.prompt_generation, "paused"
-            ),
-            self.reservation_wait_s + BOUNDED_WRITE_S,
-        )
-
-    async def _confirm_delivery(self, waiter: LiveWaiter, outcome: WaiterOutcome) -> bool:
-        """Durable confirmation before the agent gets the response. Once started it runs to
-        the end (even if the responder stopped waiting, or the agent's request is cancelled),
-        and it serializes against the responder's restore through the intent id: exactly one
-        of them wins. A cancelled agent request still leaves the answer safe: the watchdog is
-        armed inside the confirmation, and a confirmed Skip pauses the turn."""
-        assert outcome.intent_id is not None and outcome.confirmation is not None
-        intent_id, confirmation = outcome.intent_id, outcome.confirmation
-        try:
-            await failpoints.hit("waiter.before_confirm")
-        except BaseException as error:
-            _fail_confirmation(outcome, f"confirmation did not start: {error!r}")
-            if not isinstance(error, Exception):
-                await self._detach_and_pause(waiter)
-            raise
-
-        async def work() -> list[dict[str, Any]]:
-            try:
-                async with write_tx(self.engine) as conn:
-                    rows = await claims.finalize(conn, waiter.pending_id, intent_id)
-                    if rows:  # the agent goes on with its turn (if it has not ended)
-                        await set_state_for_generation(
-                            conn,
-                            waiter.session_id,
-                            waiter.prompt_generation,
-                            SessionState.RUNNING,
-                            while_open=waiter.turn_id,
-                        )
-            except BaseException as error:
-                _fail_confirmation(outcome, f"confirmation failed: {error!r}")
-                raise
-            if not confirmation.done():
-                confirmation.set_result(rows)
-            if rows and outcome.outcome == "answered":
-                expectation = AnswerExpectation(
-                    waiter.session_id, waiter.turn_id, waiter.prompt_generation, utcnow()
-                )
-                self.watchdog.arm(expectation, waiter.pending_id, outcome.answers)
-            return rows
-
-        try:
-            rows = await bounded(work())
-        except asyncio.CancelledError:
-            # Confirmed or not, the agent will not hear it. An answer is re-sent by the
-            # watchdog; anything else ends the turn the agent left.
-            if outcome.outcome != "answered" or not (confirmation.done() and confirmation.result()):
-                await bounded(
-                    self.turn_complete(
-                        waiter.session_id, waiter.turn_id, waiter.prompt_generation, "paused"
-                    ),
-                    self.reservation_wait_s + BOUNDED_WRITE_S,
-                )
-            raise
-        return bool(rows)
 
     async def cancel_live(self, bundle_id: str) -> None:
-        """Cancel a request held by this process's waiter store (404 otherwise): its pending
-        rows become ``cancelled`` and the waiting agent is told so. A response that already
-        claimed the bundle wins: cancellation cannot preempt its delivery (409, S24)."""
-        waiter = self.waiters.get(bundle_id)
-        if waiter is None or not self.waiters.has_waiter(bundle_id):
-            raise NotFound("no live clarification with that id here")
-
-        async def work() -> tuple[list[dict[str, Any]], bool]:
-            async with write_tx(self.engine) as conn:
-                rows = await claims.cancel(conn, waiter.session_id, bundle_id)
-                return rows, not rows and await claims.is_claimed(conn, bundle_id)
-
-        rows, claimed = await bounded(work())
-        if claimed:
-            raise NotActive(
-                "a response to this question is being delivered", state="delivery_claimed"
-            )
-        self.waiters.resolve(bundle_id, WaiterOutcome("cancelled"))
-        for row in rows:
-            await self.events.message("session.message.updated", row)
+        """Cancel a request held by this process's waiter store (``live.py``)."""
+        await self.live.cancel(bundle_id)
 
     async def turn_complete(
         self, session_id: str, turn_id: str, generation: int, status: str
     ) -> bool:
-        """The ready event. It first waits for any overlapping successor reservation to
-        resolve, then applies only while its generation still owns the session (S28). A stale
-        event closes its own turn as history and runs no completion action (no detach pass,
-        no session state, no workflow transition) against a newer or reserved turn."""
-        closed = await self._close_turn(session_id, turn_id, generation, status)
-        if closed is None or not closed.owns_session:
-            return False
-        self.watchdog.on_activity(session_id)
-        # Turn teardown detaches what the agent no longer waits for (a no-op when done).
-        for waiter in self.waiters.of_session(session_id):
-            if waiter.turn_id == turn_id:
-                self.waiters.drop(waiter.pending_id)
-        await self._detach_and_publish(session_id, turn_id=turn_id)
-        async with write_tx(self.engine) as conn:
-            (authority,) = await session_authority(conn, sessions.c.id == session_id)
-            waiting = authority.pending_action is PendingAction.CLARIFICATION
-            next_state = SessionState.WAITING_FOR_INPUT if waiting else SessionState.IDLE
-            changed = await set_state_for_generation(conn, session_id, generation, next_state)
-        ids = {"session_id": session_id, "task_id": closed.task_id}
-        if changed:
-            await self.events.publish(Event("session.updated", ids))
-        await self.events.publish(
-            Event("turn.completed", {**ids, "turn_id": turn_id, "status": status})
-        )
-        if status == "completed":
-            await self._advance_workflow(closed.task_id)
-        return True
-
-    async def _close_turn(
-        self, session_id: str, turn_id: str, generation: int, status: str
-    ) -> ClosedTurn | None:
-        """Close the named turn once no other reservation of the session is unresolved.
-
-        The check and the close are one transaction holding the session lock, so a
-        reservation admitted afterwards is seen by the generation check instead. ``None``: no
-        such open turn at that generation (a duplicate or unknown event)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.reservation_wait_s
-        while True:
-            async with write_tx(self.engine) as conn:
-                await claims.lock_session(conn, session_id)
-                blocking = await reservations.unresolved(conn, session_id, other_than=turn_id)
-                if blocking is None:
-                    owner = (
-                        await conn.execute(
-                            select(sessions.c.prompt_generation).where(sessions.c.id == session_id)
-                        )
-                    ).scalar_one_or_none()
-                    closed = (
-                        await conn.execute(
-                            update(turns)
-                            .where(
-                                turns.c.id == turn_id,
-                                turns.c.session_id == session_id,
-                                turns.c.prompt_generation == generation,
-                                turns.c.completed_at.is_(None),
-                            )
-                            .values(
-                                completed_at=utcnow(),
-                                metadata=json_merge(turns.c.metadata, {COMPLETION_STATUS: status}),
-                            )
-                            .returning(turns.c.task_id)
-                        )
-                    ).first()
-                    if closed is None:
-                        return None
-                    return ClosedTurn(closed.task_id, owns_session=owner == generation)
-            await failpoints.hit("ready.awaits_reservation")
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise ReservationUnresolved(
-                    "a successor reservation of this session has not resolved; retry later"
-                )
-            resolution = self.resume.resolution_of(blocking)
-            if resolution is None:  # another process's reservation: poll the database
-                await asyncio.sleep(min(RESERVATION_POLL_S, remaining))
-            else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(resolution.wait(), remaining)
-
-    async def _advance_workflow(self, task_id: str) -> None:
-        """The on-turn-complete workflow transition, behind the workflow guard: an active
-        question keeps the task in its step, and so does an unreadable guard (fail closed)."""
-        try:
-            async with write_tx(self.engine) as conn:
-                moved = await advance_on_turn_complete(conn, task_id)
-        except ClarificationPending:
-            return
-        except GuardUnavailable as error:
-            log.warning("task %s not advanced: %s", task_id, error.message)
-            return
-        if moved is not None and moved.moved:
-            await self.events.publish(
-                Event("task.updated", {"task_id": task_id, "workspace_id": moved.workspace_id})
-            )
-
-    # -- helpers -------------------------------------------------------------------------
-
-    async def _detach_and_publish(
-        self, session_id: str, *, bundle_id: str | None = None, turn_id: str | None = None
-    ) -> None:
-        async def work() -> list[dict[str, Any]]:
-            async with write_tx(self.engine) as conn:
-                return await detach(conn, session_id, bundle_id=bundle_id, turn_id=turn_id)
-
-        for row in await bounded(work()):
-            await self.events.message("session.message.updated", row)
-
-    async def _current(
-        self,
-        conn: AsyncConnection,
-        session_id: str,
-        turn_id: str,
-        generation: int,
-        *,
-        open_turn: bool = False,
-    ) -> AdmittedTurn:
-        """The callback's turn, if it is still the session's current turn and generation
-        (and, with ``open_turn``, not yet completed: a question asked in a turn that already
-        ended — paused, or failed by start-up — would set a state nothing can finish)."""
-        ended = (
-            select(turns.c.completed_at.is_not(None)).where(turns.c.id == turn_id).scalar_subquery()
-        )
-        row = (
-            await conn.execute(
-                select(
-                    sessions.c.task_id,
-                    sessions.c.state,
-                    sessions.c.prompt_generation,
-                    current_turn_id(literal(session_id)),
-                    ended,
-                ).where(sessions.c.id == session_id)
-            )
-        ).first()
-        if row is None:
-            raise NotFound("no such session")
-        task_id, state, current_generation, current, has_ended = row
-        if (
-            state in TERMINAL_SESSION_STATES
-            or current != turn_id
-            or current_generation != generation
-        ):
-            raise TurnNotCurrent("that turn is no longer the session's current turn")
-        if open_turn and has_ended:
-            raise TurnNotCurrent("that turn has already ended")
-        return AdmittedTurn(session_id, task_id, turn_id, generation)
-
-    async def _insert_message(
-        self, conn: AsyncConnection, turn: AdmittedTurn, author: str, content: str
-    ) -> dict[str, Any]:
-        row = {
-            "id": new_id(),
-            "session_id": turn.session_id,
-            "task_id": turn.task_id,
-            "turn_id": turn.turn_id,
-            "type": MessageType.MESSAGE.value,
-            "author": author,
-            "content": content,
-            "metadata": {},
-            "created_at": utcnow(),
-        }
-        await conn.execute(insert(messages).values(**row))
-        return row
-
-
-class AgentGone(Exception):
-    """The live waiter's agent went away before it could confirm the response."""
-
-
-def _fail_confirmation(outcome: WaiterOutcome, reason: str) -> None:
-    """Tell a responder waiting on ``outcome`` at once that no confirmation is coming."""
-    if outcome.confirmation is not None and not outcome.confirmation.done():
-        outcome.confirmation.set_exception(AgentGone(reason))
+        """The ready event (``completion.py``); ``True`` when it applied."""
+        return await self.completion.turn_complete(session_id, turn_id, generation, status)

@@ -13,54 +13,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
-from sqlalchemy import and_, exists, literal, not_, select
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
-from backend.authority.sql import TERMINAL_STATES, current_turn_id, messages, sessions, turns
+from backend.authority.sql import sessions
 from backend.db.engine import read_tx
-
-if TYPE_CHECKING:
-    from backend.orchestrator.service import Orchestrator
+from backend.orchestrator.expectation import AnswerExpectation
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class AnswerExpectation:
-    """The turn a live answer belongs to, and when the agent received it."""
-
-    session_id: str
-    turn_id: str
-    prompt_generation: int
-    since: datetime
-
-    def still_undelivered(self) -> Any:
-        """SQL: the turn is still current at this generation and the agent has shown no
-        activity in it since ``since`` (no agent message, not completed)."""
-        agent_spoke = exists().where(
-            messages.c.turn_id == self.turn_id,
-            messages.c.author == "agent",
-            messages.c.created_at > self.since,
-        )
-        turn_open = exists().where(turns.c.id == self.turn_id, turns.c.completed_at.is_(None))
-        return and_(
-            sessions.c.id == self.session_id,
-            sessions.c.prompt_generation == self.prompt_generation,
-            sessions.c.state.not_in(TERMINAL_STATES),
-            current_turn_id(literal(self.session_id)) == self.turn_id,
-            turn_open,
-            not_(agent_spoke),
-        )
+#: Dispatches an answer as a new prompt: ``(session_id, turn_id, pending_id, message_ids,
+#: answer, expect=...)`` — the detached resume's ``run``.
+ResumeCall = Callable[..., Awaitable[Any]]
 
 
 class PrimaryAnswerWatchdog:
-    def __init__(self, orchestrator: Orchestrator, delay_s: float) -> None:
-        self.orchestrator = orchestrator
+    def __init__(self, engine: AsyncEngine, resume: ResumeCall, delay_s: float) -> None:
+        self.engine = engine
+        self.resume = resume
         self.delay_s = delay_s
         self._tasks: dict[str, set[asyncio.Task[None]]] = {}
 
@@ -89,7 +63,7 @@ class PrimaryAnswerWatchdog:
         self, expectation: AnswerExpectation, pending_id: str, answers: list[dict[str, Any]]
     ) -> None:
         await asyncio.sleep(self.delay_s)
-        async with read_tx(self.orchestrator.engine) as conn:
+        async with read_tx(self.engine) as conn:
             preflight = (
                 await conn.execute(select(sessions.c.id).where(expectation.still_undelivered()))
             ).first()
@@ -98,7 +72,7 @@ class PrimaryAnswerWatchdog:
         await failpoints.hit("watchdog.before_admission")
         answer = {"pending_id": pending_id, "rejected": False, "answers": answers}
         try:
-            await self.orchestrator.resume.run(
+            await self.resume(
                 expectation.session_id,
                 expectation.turn_id,
                 pending_id,

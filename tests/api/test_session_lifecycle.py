@@ -81,7 +81,7 @@ async def test_detach_is_a_no_op_the_second_time(live):
     orchestrator = live.runtime.orchestrator
     generation = 1
     assert await orchestrator.turn_complete(session, turn["id"], generation, "completed") is False
-    await orchestrator._detach_and_publish(session, turn_id=turn["id"])
+    await orchestrator.completion.detach_and_publish(session, turn_id=turn["id"])
     assert len(detach_events(live, session)) == 1
 
 
