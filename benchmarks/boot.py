@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Benchmark of ``GET /api/v1/boot`` and ``GET /api/v1/tasks`` at production size.
 
 Both requests return every task with its status summary, and every summary is repaired first
@@ -23,7 +22,7 @@ script exits non-zero when it does, or when any result is wrong. The latency tar
 under 400 ms on SQLite) is reported as PASS/MISS but never fails the run: timings on a shared
 machine are too noisy to gate on.
 
-Run ``python benchmarks/boot.py --help``; see ``benchmarks/README.md``.
+Run ``python -m benchmarks.boot --help``; see ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -46,38 +45,29 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import httpx
+import psycopg
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-import httpx  # noqa: E402
-import psycopg  # noqa: E402
-from sqlalchemy import event  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
-from sqlalchemy.ext.asyncio import AsyncEngine  # noqa: E402
-
-from backend.agentctl.client import PromptRequest  # noqa: E402
-from backend.api.app import create_api  # noqa: E402
-from backend.config import Settings  # noqa: E402
-from backend.db.engine import create_engine  # noqa: E402
-from backend.db.migrate import upgrade  # noqa: E402
-from backend.orchestrator.service import PromptDispatcher  # noqa: E402
-from backend.runtime import Runtime  # noqa: E402
-from benchmarks.projection import (  # noqa: E402
+from backend.agentctl.client import PromptRequest
+from backend.api.app import create_api
+from backend.config import Settings
+from backend.db.engine import create_engine
+from backend.db.migrate import upgrade
+from backend.orchestrator.service import PromptDispatcher
+from backend.runtime import Runtime
+from benchmarks.databases import (
     DEFAULT_POSTGRES_URL,
-    SEED,
-    T0,
-    Data,
-    Expected,
-    Generator,
     libpq,
     load_postgres,
     load_sqlite,
-    median,
-    p95,
-    reference_rule,
     shown,
 )
+from benchmarks.dataset import SEED, T0, Data, Generator
+from benchmarks.reference import Expected, reference_rule
+from benchmarks.timing import median, p95
 
 SQLITE_BOOT_TARGET_MS = 400.0
 SMALL_TASKS = 1_000
