@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 from sqlalchemy.engine import make_url
@@ -26,6 +26,9 @@ from backend.db.migrate import upgrade
 from benchmarks.dataset import Data, pg_time, sqlite_time
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # The column order of the generated row tuples (benchmarks.dataset), table by table.
 WORKSPACE_COLS = ("id", "name", "created_at")
@@ -86,6 +89,30 @@ def libpq(url: str) -> str:
 def shown(url: str) -> str:
     """The URL as printed: never with its password."""
     return make_url(url).render_as_string(hide_password=True)
+
+
+def run_databases(
+    which: str,
+    sqlite: Callable[P, R],
+    postgres: Callable[P, R | None],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> list[R] | None:
+    """The runs ``--db sqlite|postgres|both`` asks for, in that order, each called with ``args``.
+
+    An unreachable PostgreSQL is skipped with ``both``, but when it was the only database asked
+    for there is nothing to report: None, and the benchmark exits non-zero.
+    """
+    results: list[R] = []
+    if which in ("sqlite", "both"):
+        results.append(sqlite(*args, **kwargs))
+    if which in ("postgres", "both"):
+        pg = postgres(*args, **kwargs)
+        if pg is not None:
+            results.append(pg)
+        elif which == "postgres":
+            return None
+    return results
 
 
 @contextmanager

@@ -106,6 +106,7 @@ class Generator:
         self.debt = 0  # messages over budget so far
 
     def build(self, n_tasks: int, per_task: int, n_messages: int) -> Data:
+        """The workspace: ``n_tasks`` tasks of ``per_task`` sessions, exactly ``n_messages``."""
         rng, new_id = self.rng, self.new_id
         ws, wf = new_id(0), new_id(0)
         workspaces = [(ws, "Bench workspace", 0)]
@@ -161,8 +162,8 @@ class Generator:
             scenario_counts=self.counts,
         )
 
-    # One session with its turns, request bundles and ordinary messages.
     def session(self, task_id: str, created: int, primary: bool, quota: int, empty: bool) -> None:
+        """One session with its turns, request bundles and ordinary messages."""
         rng, new_id, count = self.rng, self.new_id, self.counts
         sid = new_id(created)
         terminal_roll = rng.random()
@@ -369,6 +370,7 @@ class Generator:
         self.sessions.append((sid, task_id, state, primary, "mock", n, cached, created, updated))
 
     def turn_meta(self, role: str) -> str:
+        """A turn's metadata JSON for its reservation role, in the flag forms seen in the wild."""
         rng = self.rng
         if role == "published":
             if rng.random() < 0.9:

@@ -35,6 +35,7 @@ from benchmarks.databases import (
     load_postgres,
     load_sqlite,
     postgres_server,
+    run_databases,
     scratch_postgres,
     scratch_sqlite,
     shown,
@@ -256,15 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
 
-    results: list[Result] = []
-    if args.db in ("sqlite", "both"):
-        results.append(bench_sqlite(data, expected, args))
-    if args.db in ("postgres", "both"):
-        pg = bench_postgres(data, expected, args)
-        if pg is not None:
-            results.append(pg)
-        elif args.db == "postgres":
-            return 1
+    results = run_databases(args.db, bench_sqlite, bench_postgres, data, expected, args)
+    if results is None:
+        return 1
     for r in results:
         if r.verified:
             print(
