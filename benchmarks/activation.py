@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Benchmark: time from clicking a pending task to its question being visible, desktop and phone.
 
 What a person feels when they pick a task whose *secondary* session owns a question: the click
@@ -18,8 +17,8 @@ a warm-up and is not counted. The median is reported against the 500 ms target a
 written to ``tests/artifacts/activation-timing.json``; a question that never appears fails the
 run, a slow one does not (timings on a shared 2-core machine are too noisy to gate on).
 
-    python benchmarks/activation.py              # 15 runs per surface
-    python benchmarks/activation.py --runs 31
+    python -m benchmarks.activation              # 15 runs per surface (from the repository root)
+    python -m benchmarks.activation --runs 31
 """
 
 from __future__ import annotations
@@ -36,17 +35,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from playwright.sync_api import Page, expect, sync_playwright
+
+from tests.e2e.api import Api
+from tests.e2e.server import AppServer, prepare_database
+from tests.e2e.viewports import CHROMIUM, CHROMIUM_ARGS, DESKTOP, PHONE
+from tests.processes import MockAgentProcess, free_port
+
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
-
-from tests.e2e.api import Api  # noqa: E402
-from tests.e2e.server import AppServer, prepare_database  # noqa: E402
-from tests.e2e.viewports import CHROMIUM, CHROMIUM_ARGS, DESKTOP, PHONE  # noqa: E402
-from tests.processes import MockAgentProcess, free_port  # noqa: E402
-
 TARGET_MS = 500.0
 RESULT_PATH = ROOT / "tests" / "artifacts" / "activation-timing.json"
 
@@ -108,6 +104,7 @@ def running_app(work: Path) -> Iterator[AppServer]:
 
 
 def measure_click(page: Page, row_selector: str, question: str) -> float:
+    """One click, timed in the page; a question that never shows ends the run."""
     page.evaluate(_ARM, [row_selector, question])
     page.locator(row_selector).click()
     elapsed = float(page.evaluate("window.__activation"))
@@ -118,6 +115,7 @@ def measure_click(page: Page, row_selector: str, question: str) -> float:
 
 
 def run_surface(api: Api, page: Page, base_url: str, surface: str, runs: int) -> list[float]:
+    """``runs`` measured clicks on one surface, each on a fresh pending task."""
     tasks = [
         api.pending_task(f"Timing {surface} {n}", f"Timing question {surface} {n}?")
         for n in range(runs + 1)
@@ -138,6 +136,7 @@ def run_surface(api: Api, page: Page, base_url: str, surface: str, runs: int) ->
 
 
 def report(results: dict[str, list[float]]) -> None:
+    """Print each surface against the target and write the samples for later comparison."""
     data = {}
     for surface, samples in results.items():
         median = statistics.median(samples)
@@ -162,6 +161,7 @@ def report(results: dict[str, list[float]]) -> None:
 
 
 def measure(runs: int) -> dict[str, list[float]]:
+    """Both surfaces against one running app and one browser."""
     results: dict[str, list[float]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="kandev-activation-") as tmp,
@@ -185,6 +185,7 @@ def measure(runs: int) -> dict[str, list[float]]:
 
 
 def main() -> None:
+    """Parse ``--runs``, check that the browser is there, measure and report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="measured clicks per surface")
     args = parser.parse_args()
