@@ -11,6 +11,8 @@
    is reported, so every client converges on what the database says (S39). If either step
    fails after the restore committed, the error says so but stays retryable: the durable
    pending state is authoritative and a retry is safe (S40).
+
+Every exit (error, cancellation) releases or retires the claim: docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from sqlalchemy import select
@@ -28,6 +29,13 @@ from backend import failpoints
 from backend.authority import BundleFacts, BundleState, bundle_facts, classify_bundle
 from backend.authority.sql import messages
 from backend.clarifications import claims
+from backend.clarifications.answers import (
+    Answer,
+    agent_answers,
+    bundle_rows,
+    check_answers,
+    claim_patches,
+)
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
 from backend.db.bounded import bounded
 from backend.db.engine import read_tx, write_tx
@@ -37,25 +45,12 @@ from backend.ids import new_id
 from backend.orchestrator.resume import DispatchTicket
 from backend.orchestrator.service import Orchestrator
 from backend.projections.summaries import TaskSummaries
-from backend.request_evidence import pending_id as pending_id_of
 from backend.vocabulary import MessageType, RequestStatus
 
 log = logging.getLogger(__name__)
 
 #: How long a responder waits for a live waiter's durable confirmation.
 LIVE_CONFIRM_WAIT_S = 10.0
-
-
-class InvalidResponse(DomainError):
-    status = 400
-    code = "validation"
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    message_id: str
-    option_ids: tuple[str, ...]
-    text: str
 
 
 class Responder:
@@ -79,10 +74,10 @@ class Responder:
         """Returns the outcome: ``delivered``, ``resumed`` or ``rejected``."""
         async with read_tx(self.engine) as conn:
             facts = await bundle_facts(conn, pending_id)
-            rows = await self._rows(conn, pending_id)
+            rows = await bundle_rows(conn, pending_id)
         if facts is None or facts.request_type != MessageType.CLARIFICATION_REQUEST.value:
             raise NotFound("no such clarification")
-        answer_values = self._check_answers(rows, answers or [], rejected)
+        answer_values = check_answers(rows, answers or [], rejected)
 
         intent_id = new_id()
         # A claim that committed for a caller already gone is released at once, not stranded.
@@ -121,7 +116,7 @@ class Responder:
             if not state.is_active:
                 raise NotActive("the question is no longer active", state=state.value)
             pending = await claims.pending_rows(conn, facts.session_id, pending_id)
-            patches = self._patches(pending, answer_values, rejected, reason)
+            patches = claim_patches(pending, answer_values, rejected, reason)
             path = "live" if state is BundleState.ACTIVE_LIVE else "detached"
             claimed = await claims.claim(
                 conn, facts.session_id, pending_id, patches, intent_id, path
@@ -130,80 +125,7 @@ class Responder:
                 raise NotActive("the question changed meanwhile", state="delivery_claimed")
         return facts, claimed, path
 
-    # -- validation ---------------------------------------------------------------------
-
-    async def _rows(self, conn: Any, pending_id: str) -> list[Any]:
-        stmt = select(messages).where(pending_id_of(messages) == pending_id)
-        return list(await conn.execute(stmt.order_by(messages.c.created_at, messages.c.id)))
-
-    def _check_answers(
-        self, rows: list[Any], answers: list[Answer], rejected: bool
-    ) -> dict[str, dict[str, Any]]:
-        """Ids and options must belong to the bundle; every answer must say something."""
-        if rejected:
-            if answers:
-                raise InvalidResponse("send either answers or rejected, not both")
-            return {}
-        if not answers:
-            raise InvalidResponse("answers are required unless rejected is true")
-        by_id = {row.id: row for row in rows}
-        values: dict[str, dict[str, Any]] = {}
-        for answer in answers:
-            row = by_id.get(answer.message_id)
-            if row is None:
-                raise InvalidResponse(f"unknown message id {answer.message_id!r}")
-            if answer.message_id in values:
-                raise InvalidResponse(f"message id {answer.message_id!r} answered twice")
-            options = {o["id"]: o["label"] for o in row.metadata.get("options", [])}
-            unknown = [o for o in answer.option_ids if o not in options]
-            if unknown:
-                raise InvalidResponse(f"unknown option ids {unknown!r}")
-            if not answer.option_ids and not answer.text.strip():
-                raise InvalidResponse(f"the answer to {answer.message_id!r} is empty")
-            values[answer.message_id] = {
-                "option_ids": list(answer.option_ids),
-                "option_labels": [options[o] for o in answer.option_ids],
-                "text": answer.text,
-                "question": row.metadata.get("question", row.content),
-            }
-        return values
-
-    def _patches(
-        self,
-        pending: list[Any],
-        answers: dict[str, dict[str, Any]],
-        rejected: bool,
-        reason: str | None,
-    ) -> dict[str, dict[str, Any]]:
-        if rejected:
-            patch: dict[str, Any] = {"status": RequestStatus.REJECTED.value}
-            if reason:
-                patch["reason"] = reason
-            return {row.id: patch for row in pending}
-        pending_ids = {row.id for row in pending}
-        missing = pending_ids - answers.keys()
-        if missing:
-            raise InvalidResponse(f"unanswered questions: {sorted(missing)!r}")
-        not_pending = answers.keys() - pending_ids
-        if not_pending:
-            raise InvalidResponse(f"questions already resolved: {sorted(not_pending)!r}")
-        return {
-            mid: {"status": RequestStatus.ANSWERED.value, "answer": value}
-            for mid, value in answers.items()
-        }
-
     # -- delivery -----------------------------------------------------------------------
-
-    def _agent_answers(self, claimed: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
-        return tuple(
-            {
-                "message_id": row["id"],
-                "question": row["metadata"].get("question", row["content"]),
-                "option_labels": row["metadata"].get("answer", {}).get("option_labels", []),
-                "text": row["metadata"].get("answer", {}).get("text", ""),
-            }
-            for row in claimed
-        )
 
     async def _deliver_live(
         self, facts: BundleFacts, claimed: list[dict[str, Any]], intent_id: str, rejected: bool
@@ -220,7 +142,7 @@ class Responder:
         loop = asyncio.get_running_loop()
         outcome = WaiterOutcome(
             "rejected" if rejected else "answered",
-            () if rejected else self._agent_answers(claimed),
+            () if rejected else agent_answers(claimed),
             intent_id=intent_id,
             confirmation=loop.create_future(),
         )
@@ -269,7 +191,7 @@ class Responder:
         answer = {
             "pending_id": facts.pending_id,
             "rejected": False,
-            "answers": list(self._agent_answers(claimed)),
+            "answers": list(agent_answers(claimed)),
         }
         ticket = DispatchTicket()
         try:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sqlalchemy import insert, select
 
 from backend import failpoints
-from backend.clarifications.respond import Answer
+from backend.clarifications.answers import Answer
 from backend.clarifications.store import Question
 from backend.config import Settings
 from backend.db.engine import read_tx, write_tx
