@@ -17,8 +17,8 @@ from backend.workflow.moves import (
     InvalidStep,
     MoveResult,
     advance_on_turn_complete,
-    create_task,
-    move_task,
+    insert_task_row,
+    move_task_to_step,
     state_for_step,
 )
 
@@ -30,8 +30,8 @@ __all__ = [
     "MoveResult",
     "advance_on_turn_complete",
     "assert_can_leave_step",
-    "create_task",
+    "insert_task_row",
     "lock_task_for_move",
-    "move_task",
+    "move_task_to_step",
     "state_for_step",
 ]

@@ -23,9 +23,8 @@ from backend.errors import NotFound
 from backend.events import Event
 from backend.models import Workflow, WorkflowStep, Workspace
 from backend.runtime import Runtime
-from backend.tasks import delete_task as delete_task_tx
-from backend.workflow import create_task as insert_task
-from backend.workflow import move_task as move_task_tx
+from backend.task_deletion import delete_task_rows
+from backend.workflow import insert_task_row, move_task_to_step
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +92,7 @@ async def add_task(
 ) -> dict[str, Any]:
     """Create a task in the first step of its workflow and announce it (REST and UI)."""
     async with write_tx(runtime.engine) as conn:
-        row = await insert_task(
+        row = await insert_task_row(
             conn,
             caller,
             title=title,
@@ -113,7 +112,7 @@ async def move_visible_task(
     """Move a visible task through the workflow guard and announce it (REST and UI)."""
     async with write_tx(runtime.engine) as conn:
         await visible_task(conn, caller, task_id)
-        result = await move_task_tx(conn, task_id, workflow_step_id)
+        result = await move_task_to_step(conn, task_id, workflow_step_id)
     if result.moved:
         await _announce(
             runtime,
@@ -125,10 +124,10 @@ async def move_visible_task(
 async def delete_visible_task(runtime: Runtime, caller: Caller, task_id: str) -> None:
     """Delete a visible task and everything of it in one write transaction, then announce
     ``task.deleted`` (REST and UI). 404 when missing or invisible; 409 ``task_busy`` while
-    work for it is in flight (:mod:`backend.tasks`)."""
+    work for it is in flight (:mod:`backend.task_deletion`)."""
     async with write_tx(runtime.engine) as conn:
         await visible_task(conn, caller, task_id)
-        deleted = await delete_task_tx(conn, task_id)
+        deleted = await delete_task_rows(conn, task_id)
     await _announce(
         runtime,
         Event("task.deleted", {"task_id": deleted.task_id, "workspace_id": deleted.workspace_id}),
@@ -159,7 +158,7 @@ async def move_task(
     the current step; 409 ``clarification_pending`` while a session of the task has an active
     clarification; 503 ``guard_unavailable`` when that cannot be read (fail closed, nothing
     moved). The guard and the update share one write transaction
-    (:func:`backend.workflow.move_task`).
+    (:func:`backend.workflow.move_task_to_step`).
     """
     return await move_visible_task(runtime, caller, task_id, body.workflow_step_id)
 
