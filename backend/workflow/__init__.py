@@ -3,7 +3,8 @@
 The guard (:mod:`backend.workflow.guard`) is the one place that decides whether a task may
 leave its step; it asks :mod:`backend.authority` (the one repository rule) and never derives
 "is there a pending question" itself. :mod:`backend.workflow.moves` holds the transactions the
-routes and the orchestrator's on-turn-complete transition run.
+service layer (:mod:`backend.services.tasks`) and the orchestrator's on-turn-complete
+transition run.
 """
 
 from backend.workflow.guard import (
