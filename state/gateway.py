@@ -1,10 +1,10 @@
 """The UI's calls into the backend running in this process.
 
-Every function here goes through the same functions the HTTP routes use (visibility checks,
-summary repair, the responder, the workflow guard), so the UI and the REST API cannot drift
-apart and nothing is written twice. Bodies are validated with the routes' own request models,
-so the UI refuses exactly what the API refuses. All calls are async: no blocking database
-access runs on Reflex's event loop.
+Every function here calls the service layer (:mod:`backend.services`) the HTTP routes call
+(visibility checks, summary repair, the responder, the workflow guard), so the UI and the REST
+API cannot drift apart and nothing is written twice. Bodies are validated with the routes' own
+request models, so the UI refuses exactly what the API refuses. All calls are async: no
+blocking database access runs on Reflex's event loop.
 
 The UI acts as the single-user local caller (the person at this machine).
 """
@@ -17,17 +17,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import and_
 
 from backend.access import Caller, resolve_caller
-from backend.api.routes import clarifications as clarification_routes
-from backend.api.routes import sessions as session_routes
-from backend.api.routes import tasks as task_routes
 from backend.api.schemas import CreateSessionBody, CreateTaskBody, PromptBody, RespondBody
-from backend.authority.sql import tasks
-from backend.clarifications.respond import Answer
 from backend.db.engine import read_tx
 from backend.errors import DeliveryFailed, DomainError, NotActive, NotFound
+from backend.services.boot import boot_payload
+from backend.services.clarifications import respond_to_bundle
+from backend.services.sessions import (
+    prompt_session,
+    session_clarifications,
+    session_messages,
+    start_task_session,
+    task_session_list,
+)
+from backend.services.tasks import add_task, move_visible_task, visible_tasks_by_id
 from state.backend_ref import get_runtime
 
 _caller: Caller | None = None
@@ -96,24 +100,20 @@ def describe(error: BaseException) -> UiError:
 
 async def boot() -> dict[str, Any]:
     """The boot payload (epoch, workspaces, workflows, tasks with repaired summaries)."""
-    return await task_routes.boot_payload(get_runtime(), await caller())
+    return await boot_payload(get_runtime(), await caller())
 
 
 async def tasks_by_id(task_ids: Collection[str]) -> dict[str, dict[str, Any]]:
     """The visible tasks among ``task_ids`` with repaired summaries; missing ones are absent."""
     if not task_ids:
         return {}
-    who = await caller()
-    views = await task_routes.task_views(
-        get_runtime(), and_(who.task_filter(), tasks.c.id.in_(sorted(task_ids)))
-    )
-    return {v["id"]: v for v in views}
+    return await visible_tasks_by_id(get_runtime(), await caller(), task_ids)
 
 
 async def sessions(task_id: str) -> dict[str, Any]:
     """``{"sessions": [...]}``: authoritative, revisioned, never from a cache (the forced
     load of a pending task). Raises on a failed projection rather than guess (S44)."""
-    rows = await session_routes.task_session_list(get_runtime(), await caller(), task_id)
+    rows = await task_session_list(get_runtime(), await caller(), task_id)
     return {"sessions": rows}
 
 
@@ -144,21 +144,21 @@ async def session_view(session_id: str) -> tuple[list[dict[str, Any]], list[dict
     """A session's transcript and its active bundles, read concurrently."""
     runtime, who = get_runtime(), await caller()
     messages, bundles = await asyncio.gather(
-        session_routes.session_messages(runtime, who, session_id),
-        session_routes.session_clarifications(runtime, who, session_id, clarifications_only=True),
+        session_messages(runtime, who, session_id),
+        session_clarifications(runtime, who, session_id, clarifications_only=True),
     )
     return messages, bundles
 
 
 async def bundles(session_id: str) -> list[dict[str, Any]]:
     """The session's active *clarification* bundles: what the overlay can answer."""
-    return await session_routes.session_clarifications(
+    return await session_clarifications(
         get_runtime(), await caller(), session_id, clarifications_only=True
     )
 
 
 async def messages(session_id: str) -> list[dict[str, Any]]:
-    return await session_routes.session_messages(get_runtime(), await caller(), session_id)
+    return await session_messages(get_runtime(), await caller(), session_id)
 
 
 # -- writes ----------------------------------------------------------------------------------
@@ -171,22 +171,19 @@ async def respond(
     body = RespondBody.model_validate(
         {"answers": answers, "rejected": rejected, "reason": reason}, strict=False
     )
-    parsed = [Answer(a.message_id, tuple(a.option_ids), a.text) for a in body.answers or []]
-    return await clarification_routes.respond_to_bundle(
-        get_runtime(), await caller(), pending_id, parsed, body.rejected, body.reason
+    return await respond_to_bundle(
+        get_runtime(), await caller(), pending_id, body.parsed_answers(), body.rejected, body.reason
     )
 
 
 async def prompt(session_id: str, content: str) -> str:
     body = PromptBody.model_validate({"content": content})
-    return await session_routes.prompt_session(
-        get_runtime(), await caller(), session_id, body.content
-    )
+    return await prompt_session(get_runtime(), await caller(), session_id, body.content)
 
 
 async def start_session(task_id: str, prompt_text: str) -> dict[str, Any]:
     body = CreateSessionBody.model_validate({"prompt": prompt_text})
-    return await session_routes.start_session(
+    return await start_task_session(
         get_runtime(), await caller(), task_id, body.prompt, agent_profile=body.agent_profile
     )
 
@@ -195,7 +192,7 @@ async def create_task(title: str, description: str, workspace_id: str | None) ->
     body = CreateTaskBody.model_validate(
         {"title": title, "description": description, "workspace_id": workspace_id or None}
     )
-    return await task_routes.add_task(
+    return await add_task(
         get_runtime(),
         await caller(),
         title=body.title,
@@ -205,7 +202,7 @@ async def create_task(title: str, description: str, workspace_id: str | None) ->
 
 
 async def move_task(task_id: str, step_id: str) -> dict[str, Any]:
-    return await task_routes.move_visible_task(get_runtime(), await caller(), task_id, step_id)
+    return await move_visible_task(get_runtime(), await caller(), task_id, step_id)
 
 
 __all__ = [

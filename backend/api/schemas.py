@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from backend.clarifications.respond import Answer
+
 MAX_PROMPT_CHARS = 64 * 1024
 MAX_QUESTION_CHARS = 16 * 1024
 MAX_TITLE_CHARS = 200
@@ -101,3 +103,8 @@ class RespondBody(Body):
     answers: list[AnswerBody] | None = Field(default=None, max_length=20)
     rejected: bool = False
     reason: str | None = Field(default=None, max_length=MAX_QUESTION_CHARS)
+
+    def parsed_answers(self) -> list[Answer]:
+        """The answers as the responder takes them (none for a Skip without answers); one
+        conversion for the REST route and the UI, which both validate with this model."""
+        return [Answer(a.message_id, tuple(a.option_ids), a.text) for a in self.answers or []]

@@ -3,7 +3,8 @@
 The guard (:mod:`backend.workflow.guard`) is the one place that decides whether a task may
 leave its step; it asks :mod:`backend.authority` (the one repository rule) and never derives
 "is there a pending question" itself. :mod:`backend.workflow.moves` holds the transactions the
-routes and the orchestrator's on-turn-complete transition run.
+service layer (:mod:`backend.services.tasks`) and the orchestrator's on-turn-complete
+transition run.
 """
 
 from backend.workflow.guard import (
@@ -17,8 +18,8 @@ from backend.workflow.moves import (
     InvalidStep,
     MoveResult,
     advance_on_turn_complete,
-    create_task,
-    move_task,
+    insert_task_row,
+    move_task_to_step,
     state_for_step,
 )
 
@@ -30,8 +31,8 @@ __all__ = [
     "MoveResult",
     "advance_on_turn_complete",
     "assert_can_leave_step",
-    "create_task",
+    "insert_task_row",
     "lock_task_for_move",
-    "move_task",
+    "move_task_to_step",
     "state_for_step",
 ]

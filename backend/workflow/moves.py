@@ -28,7 +28,8 @@ steps = WorkflowStep.__table__  # type: ignore[attr-defined]
 
 
 class InvalidStep(DomainError):
-    """The requested step is not a step of the task's workflow (400, see :func:`move_task`)."""
+    """The requested step is not a step of the task's workflow (400, see
+    :func:`move_task_to_step`)."""
 
     status = 400
     code = "validation"
@@ -111,7 +112,7 @@ async def _pick_workflow(
     return workflow
 
 
-async def create_task(
+async def insert_task_row(
     conn: AsyncConnection,
     caller: Caller,
     *,
@@ -148,7 +149,7 @@ async def create_task(
     return row
 
 
-async def move_task(conn: AsyncConnection, task_id: str, step_id: str) -> MoveResult:
+async def move_task_to_step(conn: AsyncConnection, task_id: str, step_id: str) -> MoveResult:
     """Move the task to ``step_id`` if the workflow guard allows it; lock, guard and update
     all run in the caller's write transaction, so the guard's verdict still holds at commit
     (see :func:`backend.workflow.guard.lock_task_for_move`).
@@ -216,4 +217,4 @@ async def advance_on_turn_complete(conn: AsyncConnection, task_id: str) -> MoveR
     ).scalar_one_or_none()
     if target is None:
         return None
-    return await move_task(conn, task_id, target)
+    return await move_task_to_step(conn, task_id, target)

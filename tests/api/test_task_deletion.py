@@ -19,7 +19,7 @@ from backend import failpoints
 from backend.authority.sql import messages, sessions, tasks, turns
 from backend.db.engine import read_tx, write_tx
 from backend.models import TaskStatusSummary
-from backend.tasks import delete_task
+from backend.task_deletion import delete_task_rows
 from backend.vocabulary import MessageType, SessionState
 from tests.api.helpers import (
     agent_replies,
@@ -246,7 +246,7 @@ async def test_a_session_started_while_its_task_is_deleted_gets_a_404(live):
     task, session = await start_session(live, "/reply done")
     await idle(live, task, session)
     async with write_tx(live.runtime.engine) as conn:
-        await delete_task(conn, task)  # locked and deleted, not yet committed
+        await delete_task_rows(conn, task)  # locked and deleted, not yet committed
         start = asyncio.create_task(
             live.http.post(f"/api/v1/tasks/{task}/task-sessions", json={"prompt": "late"})
         )

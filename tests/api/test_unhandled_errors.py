@@ -12,7 +12,6 @@ import httpx
 import pytest
 
 from backend import failpoints
-from backend.api.routes import tasks as task_routes
 from tests.builders import World
 
 INTERNAL = {"error": "internal", "message": "internal server error"}
@@ -95,5 +94,5 @@ async def test_unexpected_exception_is_a_500_without_details(live, one_connectio
     async def broken(*_: Any) -> dict[str, Any]:
         raise RuntimeError("secret detail")
 
-    monkeypatch.setattr(task_routes, "one_task_view", broken)
+    monkeypatch.setattr("backend.services.tasks.one_task_view", broken)
     await assert_internal_then_reused(client, connects, f"/api/v1/tasks/{task}", "/api/v1/tasks")

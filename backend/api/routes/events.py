@@ -7,7 +7,8 @@ message. The socket also answers one request form, the task-session list of the 
 projection is an ``internal`` error, never a clean-looking list (S44).
 
 Authentication is the bearer header or ``?token=``; a bad token closes the socket with 4401
-before it is accepted.
+before it is accepted. What a caller may see is :class:`backend.services.events.EventVisibility`'s
+to decide; the list is :func:`backend.services.sessions.task_session_list`, as over REST.
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ import logging
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
-from sqlalchemy import select
 
 from backend.access import Caller, Unauthorized, bearer_token, resolve_caller
-from backend.api.routes.sessions import task_session_list
-from backend.authority.sql import sessions, tasks
 from backend.db.engine import read_tx
 from backend.errors import DomainError
 from backend.events import Event
 from backend.runtime import Runtime
+from backend.services.events import EventVisibility
+from backend.services.sessions import task_session_list
 
 log = logging.getLogger(__name__)
 
@@ -36,49 +36,6 @@ router = APIRouter(prefix="/api/v1")
 #: Close code for a refused token (4000-4999 are application codes).
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_NOT_READY = 4503
-
-
-class _Visibility:
-    """Which workspace each task belongs to (it never changes), cached per connection."""
-
-    def __init__(self, runtime: Runtime, caller: Caller) -> None:
-        self.runtime = runtime
-        self.caller = caller
-        self._workspace_of_task: dict[str, str | None] = {}
-        self._task_of_session: dict[str, str | None] = {}
-
-    async def allows(self, event: Event) -> bool:
-        if self.caller.workspace_ids is None:
-            return True
-        task_id = event.data.get("task_id") or await self._task_of(event.data.get("session_id"))
-        workspace_id = event.data.get("workspace_id") or await self._workspace_of(task_id)
-        return workspace_id is not None and self.caller.sees_workspace(str(workspace_id))
-
-    async def _task_of(self, session_id: Any) -> str | None:
-        if not session_id:
-            return None
-        if session_id not in self._task_of_session:
-            async with read_tx(self.runtime.engine) as conn:
-                row = (
-                    await conn.execute(
-                        select(sessions.c.task_id).where(sessions.c.id == str(session_id))
-                    )
-                ).first()
-            self._task_of_session[session_id] = row.task_id if row else None
-        return self._task_of_session[session_id]
-
-    async def _workspace_of(self, task_id: Any) -> str | None:
-        if not task_id:
-            return None
-        if task_id not in self._workspace_of_task:
-            async with read_tx(self.runtime.engine) as conn:
-                row = (
-                    await conn.execute(
-                        select(tasks.c.workspace_id).where(tasks.c.id == str(task_id))
-                    )
-                ).first()
-            self._workspace_of_task[task_id] = row.workspace_id if row else None
-        return self._workspace_of_task[task_id]
 
 
 @router.websocket("/events")
@@ -101,7 +58,7 @@ async def events(websocket: WebSocket, token: str | None = None) -> None:
         async with send_lock:
             await websocket.send_json(frame)
 
-    visibility = _Visibility(runtime, caller)
+    visibility = EventVisibility(runtime, caller)
     async with runtime.bus.subscribe() as queue:
         forwarding = asyncio.create_task(_forward(queue, visibility, send))
         try:
@@ -121,7 +78,7 @@ async def events(websocket: WebSocket, token: str | None = None) -> None:
                 await forwarding
 
 
-async def _forward(queue: asyncio.Queue[Event], visibility: _Visibility, send: Any) -> None:
+async def _forward(queue: asyncio.Queue[Event], visibility: EventVisibility, send: Any) -> None:
     while True:
         event = await queue.get()
         try:

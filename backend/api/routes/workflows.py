@@ -1,66 +1,20 @@
-"""Workflow snapshots: a workflow's steps with their tasks (summaries repaired first)."""
+"""Workflow snapshots over HTTP: a thin adapter over :mod:`backend.services.workflows`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter
-from sqlalchemy import select
 
-from backend.access import visible_workflow
 from backend.api.deps import CallerDep, RuntimeDep
 from backend.api.responses import plain_json
-from backend.api.routes.tasks import task_views
-from backend.authority.sql import tasks
-from backend.db.engine import read_tx
-from backend.errors import NotFound
-from backend.models import Workflow, WorkflowStep
+from backend.services.workflows import visible_workflow_snapshot
 
 router = APIRouter(prefix="/api/v1")
-
-_workflows = Workflow.__table__  # type: ignore[attr-defined]
-_steps = WorkflowStep.__table__  # type: ignore[attr-defined]
 
 
 @router.get("/workflows/{workflow_id}/snapshot")
 async def workflow_snapshot(workflow_id: str, runtime: RuntimeDep, caller: CallerDep) -> Any:
     """``{workflow: {id, workspace_id, name}, steps: [{id, name, position, tasks: [Task]}]}``;
     steps by position, tasks in each step by creation time (as the task list orders them)."""
-    async with read_tx(runtime.engine) as conn:
-        await visible_workflow(conn, caller, workflow_id)
-        workflow = (
-            await conn.execute(select(_workflows).where(_workflows.c.id == workflow_id))
-        ).first()
-    if workflow is None:
-        raise NotFound("no such workflow")
-    views = await task_views(runtime, tasks.c.workflow_id == workflow_id)
-    # Steps are read after the tasks: every step a task names already existed then.
-    async with read_tx(runtime.engine) as conn:
-        steps = (
-            await conn.execute(
-                select(_steps)
-                .where(_steps.c.workflow_id == workflow_id)
-                .order_by(_steps.c.position, _steps.c.id)
-            )
-        ).all()
-    by_step: dict[str, list[dict[str, Any]]] = {step.id: [] for step in steps}
-    for view in views:
-        by_step[view["workflow_step_id"]].append(view)
-    return plain_json(
-        {
-            "workflow": {
-                "id": workflow.id,
-                "workspace_id": workflow.workspace_id,
-                "name": workflow.name,
-            },
-            "steps": [
-                {
-                    "id": step.id,
-                    "name": step.name,
-                    "position": step.position,
-                    "tasks": by_step[step.id],
-                }
-                for step in steps
-            ],
-        }
-    )
+    return plain_json(await visible_workflow_snapshot(runtime, caller, workflow_id))

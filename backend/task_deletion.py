@@ -119,7 +119,7 @@ async def busy_sessions(conn: AsyncConnection, task_id: str) -> list[str]:
     return [r.id for r in rows]
 
 
-async def delete_task(conn: AsyncConnection, task_id: str) -> DeletedTask:
+async def delete_task_rows(conn: AsyncConnection, task_id: str) -> DeletedTask:
     """Delete the task and every row that belongs to it, inside the caller's ``write_tx``.
 
     Raises :class:`NotFound` when there is no such task and :class:`TaskBusy` (nothing written)
