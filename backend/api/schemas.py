@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from backend.clarifications.respond import Answer
+from backend.clarifications.answers import Answer
 
 MAX_PROMPT_CHARS = 64 * 1024
 MAX_QUESTION_CHARS = 16 * 1024

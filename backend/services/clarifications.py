@@ -4,7 +4,7 @@ of a request still held by this process's in-memory waiter store."""
 from __future__ import annotations
 
 from backend.access import Caller, visible_bundle
-from backend.clarifications.respond import Answer
+from backend.clarifications.answers import Answer
 from backend.db.engine import read_tx
 from backend.runtime import Runtime
 
