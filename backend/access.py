@@ -21,14 +21,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, false, select, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import messages, sessions, tasks
+from backend.db.tables import memberships, messages, sessions, tasks, users, workflows
 from backend.errors import DomainError, NotFound
-from backend.models import User, Workflow, WorkspaceMembership
 from backend.request_evidence import pending_id
-
-users = User.__table__  # type: ignore[attr-defined]
-memberships = WorkspaceMembership.__table__  # type: ignore[attr-defined]
-workflows = Workflow.__table__  # type: ignore[attr-defined]
 
 LOCAL_USER_ID = "local"
 #: The demo data's local user (see ``backend.seed``): the identity of token-less requests.

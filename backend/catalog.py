@@ -9,12 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend.authority import task_pending_actions
 from backend.db.engine import read_tx
-from backend.models import Task, Workflow, WorkflowStep, Workspace
-
-_tasks = Task.__table__  # type: ignore[attr-defined]
-_steps = WorkflowStep.__table__  # type: ignore[attr-defined]
-_workspaces = Workspace.__table__  # type: ignore[attr-defined]
-_workflows = Workflow.__table__  # type: ignore[attr-defined]
+from backend.db.tables import tasks, workflow_steps, workspaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,19 +32,19 @@ async def list_workspaces_with_tasks(engine: AsyncEngine) -> list[WorkspaceView]
     """Every workspace with its tasks in board order; pending actions come from the rule."""
     async with read_tx(engine) as conn:
         workspace_rows = (
-            await conn.execute(select(_workspaces.c.id, _workspaces.c.name).order_by("name", "id"))
+            await conn.execute(select(workspaces.c.id, workspaces.c.name).order_by("name", "id"))
         ).all()
         task_rows = (
             await conn.execute(
                 select(
-                    _tasks.c.id,
-                    _tasks.c.workspace_id,
-                    _tasks.c.title,
-                    _tasks.c.state,
-                    _steps.c.name.label("step_name"),
+                    tasks.c.id,
+                    tasks.c.workspace_id,
+                    tasks.c.title,
+                    tasks.c.state,
+                    workflow_steps.c.name.label("step_name"),
                 )
-                .join(_steps, _steps.c.id == _tasks.c.workflow_step_id)
-                .order_by(_steps.c.position, _tasks.c.created_at, _tasks.c.id)
+                .join(workflow_steps, workflow_steps.c.id == tasks.c.workflow_step_id)
+                .order_by(workflow_steps.c.position, tasks.c.created_at, tasks.c.id)
             )
         ).all()
         pending = await task_pending_actions(conn, true())

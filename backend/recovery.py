@@ -26,17 +26,12 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from backend import failpoints
-from backend.authority.sql import (
-    DISPATCH_ATTEMPTED,
-    DISPATCH_PENDING,
-    has_message_evidence,
-    messages,
-    turns,
-)
+from backend.authority.sql import DISPATCH_ATTEMPTED, DISPATCH_PENDING, has_message_evidence
 from backend.clarifications import claims
 from backend.clock import utcnow
 from backend.db.engine import write_tx
 from backend.db.json import json_flag, json_merge, json_text
+from backend.db.tables import messages, turns
 from backend.events import Event, EventBus
 from backend.orchestrator import reservations
 from backend.orchestrator.admission import DISPATCH_UNACKNOWLEDGED, set_state_for_generation

@@ -17,6 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from backend.access import LOCAL_USER_EMAIL, hash_token
 from backend.clock import utcnow
 from backend.db.engine import write_tx
+from backend.db.tables import table_of, workspaces
 from backend.ids import new_id
 from backend.models import (
     MessageType,
@@ -220,7 +221,6 @@ def _story(b: _Builder, task: Task, story: str | None) -> None:
 
 async def seed_demo(engine: AsyncEngine) -> bool:
     """Insert the demo rows unless the database already has a workspace; True if inserted."""
-    workspaces = Workspace.__table__  # type: ignore[attr-defined]
     async with write_tx(engine) as conn:
         if (await conn.execute(select(func.count()).select_from(workspaces))).scalar_one():
             return False
@@ -228,6 +228,6 @@ async def seed_demo(engine: AsyncEngine) -> bool:
         rows = _demo_rows()
         # Flush table by table in foreign-key order (the models declare no ORM relationships).
         for table in SQLModel.metadata.sorted_tables:
-            session.add_all([row for row in rows if row.__table__ is table])  # type: ignore[attr-defined]
+            session.add_all([row for row in rows if table_of(row) is table])
             await session.flush()
     return True

@@ -33,22 +33,13 @@ from dataclasses import dataclass
 from sqlalchemy import and_, delete, exists, not_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import (
-    DISPATCH_PENDING,
-    TERMINAL_STATES,
-    messages,
-    sessions,
-    tasks,
-    turns,
-)
+from backend.authority.sql import DISPATCH_PENDING, TERMINAL_STATES
 from backend.db.json import json_flag
+from backend.db.tables import messages, sessions, summaries, tasks, turns
 from backend.errors import Conflict, NotFound
-from backend.models import TaskStatusSummary
 from backend.orchestrator.reservations import START_EVENT_PENDING
 from backend.request_evidence import has_delivery_intent
 from backend.vocabulary import SessionState
-
-_summaries = TaskStatusSummary.__table__  # type: ignore[attr-defined]
 
 #: Session states in which the agent is (about to be) working on a turn.
 WORKING_STATES = (
@@ -139,6 +130,6 @@ async def delete_task_rows(conn: AsyncConnection, task_id: str) -> DeletedTask:
     await conn.execute(delete(messages).where(messages.c.session_id.in_(of_task)))
     await conn.execute(delete(turns).where(turns.c.session_id.in_(of_task)))
     await conn.execute(delete(sessions).where(sessions.c.task_id == task_id))
-    await conn.execute(delete(_summaries).where(_summaries.c.task_id == task_id))
+    await conn.execute(delete(summaries).where(summaries.c.task_id == task_id))
     await conn.execute(delete(tasks).where(tasks.c.id == task_id))
     return DeletedTask(task_id, workspace_id)

@@ -24,8 +24,8 @@ from backend.authority import (
     session_pending_actions,
     task_pending_actions,
 )
-from backend.authority.sql import sessions
 from backend.db.engine import create_engine, read_tx
+from backend.db.tables import sessions
 from backend.models import Task
 from benchmarks.dataset import Data
 from benchmarks.reference import Expected, compare

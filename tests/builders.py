@@ -12,6 +12,7 @@ from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from backend.db.engine import write_tx
+from backend.db.tables import table_of
 from backend.ids import new_id
 from backend.models import (
     MessageType,
@@ -34,10 +35,6 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def table(model: Any) -> Any:
-    return model.__table__
-
-
 class World:
     """Inserts rows through one engine; every method commits on its own."""
 
@@ -52,22 +49,22 @@ class World:
         values.setdefault("id", new_id())
         async with write_tx(self.engine) as conn:
             await self._ensure_workspace(conn)
-            await conn.execute(insert(table(model)).values(**values))
+            await conn.execute(insert(table_of(model)).values(**values))
         return values["id"]
 
     async def _ensure_workspace(self, conn: AsyncConnection) -> None:
         if self._ready:
             return
         await conn.execute(
-            insert(table(Workspace)).values(id=self.workspace_id, name="W", created_at=T0)
+            insert(table_of(Workspace)).values(id=self.workspace_id, name="W", created_at=T0)
         )
         await conn.execute(
-            insert(table(Workflow)).values(
+            insert(table_of(Workflow)).values(
                 id=self.workflow_id, workspace_id=self.workspace_id, name="Default", created_at=T0
             )
         )
         await conn.execute(
-            insert(table(WorkflowStep)).values(
+            insert(table_of(WorkflowStep)).values(
                 id=self.step_id, workflow_id=self.workflow_id, name="Backlog", position=0
             )
         )

@@ -14,6 +14,7 @@ from sqlalchemy.sql.selectable import Subquery
 
 from backend.authority import sql as q
 from backend.authority.bundles import BundleFacts
+from backend.db.tables import messages, sessions, turns
 from backend.request_evidence import is_request
 from backend.request_evidence import pending_id as pending_id_of
 from backend.vocabulary import PendingAction
@@ -43,7 +44,7 @@ async def current_turn_ids(conn: AsyncConnection, session_ids: list[str]) -> dic
     """The current turn of each session (``None`` when it has no authoritative turn)."""
     if not session_ids:
         return {}
-    s = q.sessions
+    s = sessions
     stmt = select(s.c.id, q.current_turn_id(s.c.id)).where(s.c.id.in_(session_ids))
     return {row[0]: row[1] for row in await conn.execute(stmt)}
 
@@ -56,7 +57,7 @@ async def session_authority(
     Meant for a task's session list (a handful of rows); for whole task lists, use
     :func:`task_pending_actions`, which never computes turns of sessions without open requests.
     """
-    s = q.sessions
+    s = sessions
     active = q.active_bundles_of(sessions_where)
     best = (
         select(active.c.session_id, func.min(active.c.rank).label("rank"))
@@ -96,7 +97,7 @@ async def task_pending_actions(
 
 def _bundle_facts_query(rows_where: Callable[[Any], ColumnElement[bool]]) -> Subquery:
     """One row of :class:`BundleFacts` columns per bundle whose rows match ``rows_where``."""
-    row = q.messages.alias("bundle_row")
+    row = messages.alias("bundle_row")
     agg = q.bundle_aggregates(row)
     pid = pending_id_of(row)
     bundle = (
@@ -110,7 +111,7 @@ def _bundle_facts_query(rows_where: Callable[[Any], ColumnElement[bool]]) -> Sub
         .group_by(row.c.session_id, pid, row.c.type)
         .subquery("bundle")
     )
-    s = q.sessions
+    s = sessions
     with_turn = (
         select(
             bundle,
@@ -163,7 +164,7 @@ async def active_bundles(conn: AsyncConnection, session_id: str) -> list[BundleF
 async def visible_turns(conn: AsyncConnection, session_id: str) -> list[TurnView]:
     """Client-visible turn history, oldest first; unpublished reservations stay hidden until
     published or referenced by a message, even when an attempt marker makes them current."""
-    t = q.turns
+    t = turns
     stmt = (
         select(t.c.id, t.c.session_id, t.c.started_at, t.c.completed_at, t.c.created_at)
         .where(t.c.session_id == session_id, q.is_visible(t))

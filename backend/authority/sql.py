@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
-    Table,
     and_,
     case,
     exists,
@@ -23,7 +22,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import Subquery
 
 from backend.db.json import json_flag
-from backend.models import Task, TaskSession, TaskSessionMessage, TaskSessionTurn
+from backend.db.tables import messages, sessions, tasks, turns
 from backend.request_evidence import (
     has_delivery_intent,
     is_open_request,
@@ -31,11 +30,6 @@ from backend.request_evidence import (
     pending_id,
 )
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction
-
-tasks: Table = Task.__table__  # type: ignore[attr-defined]
-sessions: Table = TaskSession.__table__  # type: ignore[attr-defined]
-turns: Table = TaskSessionTurn.__table__  # type: ignore[attr-defined]
-messages: Table = TaskSessionMessage.__table__  # type: ignore[attr-defined]
 
 TERMINAL_STATES = tuple(sorted(state.value for state in TERMINAL_SESSION_STATES))
 

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import messages
+from backend.db.tables import messages
 from backend.errors import DomainError
 from backend.request_evidence import pending_id as pending_id_of
 from backend.vocabulary import RequestStatus

@@ -15,8 +15,9 @@ from typing import Any
 from sqlalchemy import and_, case, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import current_turn_id, messages, sessions
+from backend.authority.sql import current_turn_id
 from backend.db.json import json_merge, json_text
+from backend.db.tables import messages, sessions
 from backend.request_evidence import DELIVERY_INTENT, constant, is_pending_row, pending_id
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, RequestStatus, SessionState
 

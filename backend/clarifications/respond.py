@@ -27,7 +27,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
 from backend.authority import BundleFacts, BundleState, bundle_facts, classify_bundle
-from backend.authority.sql import messages
 from backend.clarifications import claims
 from backend.clarifications.answers import (
     Answer,
@@ -39,6 +38,7 @@ from backend.clarifications.answers import (
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
 from backend.db.bounded import bounded
 from backend.db.engine import read_tx, write_tx
+from backend.db.tables import messages
 from backend.errors import ConvergenceFailed, DeliveryFailed, DomainError, NotActive, NotFound
 from backend.events.publisher import EventPublisher
 from backend.ids import new_id

@@ -10,9 +10,10 @@ from typing import Any
 from sqlalchemy import and_, insert, literal, not_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import current_turn_id, messages
+from backend.authority.sql import current_turn_id
 from backend.clock import utcnow
 from backend.db.json import json_flag, json_merge
+from backend.db.tables import messages
 from backend.ids import new_id
 from backend.request_evidence import constant, is_pending_row, pending_id
 from backend.vocabulary import MessageType, RequestStatus

@@ -13,9 +13,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend.authority import active_bundles
-from backend.authority.sql import messages
 from backend.clarifications.waiters import WaiterRegistry
 from backend.db.engine import read_tx
+from backend.db.tables import messages
 from backend.request_evidence import pending_id
 from backend.vocabulary import MessageType
 

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
-from backend.authority.sql import sessions
+from backend.db.tables import sessions
 from backend.events.bus import Event, EventBus
 from backend.projections.revision import RevisionClock
 from backend.projections.sessions import project_sessions

@@ -14,16 +14,10 @@ from typing import Any
 from sqlalchemy import and_, exists, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import (
-    DISPATCH_PENDING,
-    TERMINAL_STATES,
-    current_turn_id,
-    messages,
-    sessions,
-    turns,
-)
+from backend.authority.sql import DISPATCH_PENDING, TERMINAL_STATES, current_turn_id
 from backend.clock import utcnow
 from backend.db.json import json_merge, json_text
+from backend.db.tables import messages, sessions, turns
 from backend.errors import Conflict, NotFound, SessionBusy, SessionTerminal, TurnNotCurrent
 from backend.ids import new_id
 from backend.orchestrator.expectation import AnswerExpectation

@@ -20,7 +20,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
 from backend.authority import session_authority
-from backend.authority.sql import sessions, turns
 from backend.clarifications import claims
 from backend.clarifications.store import detach
 from backend.clarifications.waiters import WaiterRegistry
@@ -28,6 +27,7 @@ from backend.clock import utcnow
 from backend.db.bounded import bounded
 from backend.db.engine import write_tx
 from backend.db.json import json_merge
+from backend.db.tables import sessions, turns
 from backend.errors import ReservationUnresolved
 from backend.events import Event
 from backend.events.publisher import EventPublisher

@@ -9,7 +9,8 @@ from typing import Any
 
 from sqlalchemy import and_, exists, literal, not_
 
-from backend.authority.sql import TERMINAL_STATES, current_turn_id, messages, sessions, turns
+from backend.authority.sql import TERMINAL_STATES, current_turn_id
+from backend.db.tables import messages, sessions, turns
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,16 +14,11 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.authority.sql import (
-    DISPATCH_ATTEMPTED,
-    DISPATCH_PENDING,
-    TERMINAL_STATES,
-    sessions,
-    turns,
-)
+from backend.authority.sql import DISPATCH_ATTEMPTED, DISPATCH_PENDING, TERMINAL_STATES
 from backend.clarifications import claims
 from backend.clock import utcnow
 from backend.db.json import json_flag, json_merge
+from backend.db.tables import sessions, turns
 from backend.orchestrator.admission import PRIOR_STATE
 from backend.vocabulary import SessionState
 

@@ -20,12 +20,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from backend import failpoints
 from backend.agentctl.client import PromptRequest
 from backend.agentctl.errors import PromptDispatchError
-from backend.authority.sql import TERMINAL_STATES, sessions, tasks
+from backend.authority.sql import TERMINAL_STATES
 from backend.clarifications.store import Question, expire_current_turn
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
 from backend.clock import utcnow
 from backend.db.bounded import BOUNDED_WRITE_S, bounded
 from backend.db.engine import read_tx, write_tx
+from backend.db.tables import sessions, tasks
 from backend.errors import AgentUnavailable, Conflict, NotFound
 from backend.events import Event
 from backend.events.publisher import EventPublisher

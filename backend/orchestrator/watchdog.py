@@ -20,8 +20,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
-from backend.authority.sql import sessions
 from backend.db.engine import read_tx
+from backend.db.tables import sessions
 from backend.orchestrator.expectation import AnswerExpectation
 
 log = logging.getLogger(__name__)

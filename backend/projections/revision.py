@@ -16,7 +16,8 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend.db.engine import write_tx
-from backend.models import KandevMeta, MetaKey
+from backend.db.tables import meta
+from backend.models import MetaKey
 
 
 class DatabaseNotMigratedError(RuntimeError):
@@ -38,7 +39,6 @@ class ProjectionRevision:
 
 
 async def allocate_epoch(engine: AsyncEngine) -> int:
-    meta = KandevMeta.__table__  # type: ignore[attr-defined]
     stmt = (
         update(meta)
         .where(meta.c.key == MetaKey.PROJECTION_EPOCH.value)

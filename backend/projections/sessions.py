@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
 from backend.authority import SessionAuthority, session_authority
-from backend.authority.sql import sessions as sessions_table
 from backend.db.engine import read_tx
+from backend.db.tables import sessions as sessions_table
 from backend.projections.revision import ProjectionRevision, RevisionClock
 from backend.vocabulary import PendingAction
 

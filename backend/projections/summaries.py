@@ -34,18 +34,16 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from backend import failpoints
 from backend.authority import task_pending_actions
-from backend.authority.sql import sessions, tasks
 from backend.clock import utcnow
 from backend.db.engine import read_tx, write_tx
+from backend.db.tables import sessions, summaries, tasks
 from backend.events import Event, EventBus
-from backend.models import TaskStatusSummary
 from backend.views import iso
 from backend.vocabulary import PendingAction
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-summaries = TaskStatusSummary.__table__  # type: ignore[attr-defined]
 MAX_CAS_ATTEMPTS = 3
 #: Rows per batched statement: far below every supported database's bound-parameter limit.
 BATCH = 400

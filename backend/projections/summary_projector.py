@@ -20,9 +20,9 @@ import logging
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from backend.authority.sql import sessions
 from backend.db.bounded import bounded
 from backend.db.engine import read_tx
+from backend.db.tables import sessions
 from backend.events import Event, EventBus
 from backend.projections.summaries import TaskSummaries
 

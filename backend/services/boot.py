@@ -8,36 +8,34 @@ from sqlalchemy import select
 
 from backend.access import Caller
 from backend.db.engine import read_tx
-from backend.models import Workflow, WorkflowStep, Workspace
+from backend.db.tables import workflow_steps, workflows, workspaces
 from backend.runtime import Runtime
 from backend.services.tasks import task_views
-
-_workspaces = Workspace.__table__  # type: ignore[attr-defined]
-_workflows = Workflow.__table__  # type: ignore[attr-defined]
-_steps = WorkflowStep.__table__  # type: ignore[attr-defined]
 
 
 async def boot_payload(runtime: Runtime, caller: Caller) -> dict[str, Any]:
     """The projection epoch, the caller, their workspaces, those workspaces' workflows with
     their steps, and their tasks with repaired summaries."""
     async with read_tx(runtime.engine) as conn:
-        workspaces = (
+        workspace_rows = (
             await conn.execute(
-                select(_workspaces)
-                .where(caller.workspace_filter(_workspaces.c.id))
-                .order_by(_workspaces.c.name)
+                select(workspaces)
+                .where(caller.workspace_filter(workspaces.c.id))
+                .order_by(workspaces.c.name)
             )
         ).all()
-        workflows = (
+        workflow_rows = (
             await conn.execute(
-                select(_workflows).where(caller.workspace_filter(_workflows.c.workspace_id))
+                select(workflows).where(caller.workspace_filter(workflows.c.workspace_id))
             )
         ).all()
-        steps = (await conn.execute(select(_steps).order_by(_steps.c.position))).all()
+        step_rows = (
+            await conn.execute(select(workflow_steps).order_by(workflow_steps.c.position))
+        ).all()
     return {
         "epoch": str(runtime.revisions.epoch),
         "user": {"id": caller.user_id, "name": caller.name},
-        "workspaces": [{"id": w.id, "name": w.name} for w in workspaces],
+        "workspaces": [{"id": w.id, "name": w.name} for w in workspace_rows],
         "workflows": [
             {
                 "id": wf.id,
@@ -45,11 +43,11 @@ async def boot_payload(runtime: Runtime, caller: Caller) -> dict[str, Any]:
                 "name": wf.name,
                 "steps": [
                     {"id": st.id, "name": st.name, "position": st.position}
-                    for st in steps
+                    for st in step_rows
                     if st.workflow_id == wf.id
                 ],
             }
-            for wf in workflows
+            for wf in workflow_rows
         ],
         "tasks": await task_views(runtime, caller.task_filter()),
     }

@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import select
 
 from backend.access import Caller
-from backend.authority.sql import sessions, tasks
 from backend.db.engine import read_tx
+from backend.db.tables import sessions, tasks
 from backend.events import Event
 from backend.runtime import Runtime
 

@@ -14,9 +14,9 @@ from sqlalchemy import delete, select
 from backend import failpoints
 from backend.access import Caller, visible_session, visible_task
 from backend.authority import visible_turns
-from backend.authority.sql import messages, sessions
 from backend.clarifications.views import active_bundle_views
 from backend.db.engine import read_tx, write_tx
+from backend.db.tables import messages, sessions
 from backend.errors import NotFound
 from backend.projections.revision import ProjectionRevision
 from backend.projections.sessions import project_sessions

@@ -16,8 +16,8 @@ from sqlalchemy import and_
 from sqlalchemy.sql.elements import ColumnElement
 
 from backend.access import Caller, visible_task
-from backend.authority.sql import tasks
 from backend.db.engine import read_tx, write_tx
+from backend.db.tables import tasks
 from backend.errors import NotFound
 from backend.events import Event
 from backend.runtime import Runtime

@@ -7,15 +7,11 @@ from typing import Any
 from sqlalchemy import select
 
 from backend.access import Caller, visible_workflow
-from backend.authority.sql import tasks
 from backend.db.engine import read_tx
+from backend.db.tables import tasks, workflow_steps, workflows
 from backend.errors import NotFound
-from backend.models import Workflow, WorkflowStep
 from backend.runtime import Runtime
 from backend.services.tasks import task_views
-
-_workflows = Workflow.__table__  # type: ignore[attr-defined]
-_steps = WorkflowStep.__table__  # type: ignore[attr-defined]
 
 
 async def visible_workflow_snapshot(
@@ -26,7 +22,7 @@ async def visible_workflow_snapshot(
     async with read_tx(runtime.engine) as conn:
         await visible_workflow(conn, caller, workflow_id)
         workflow = (
-            await conn.execute(select(_workflows).where(_workflows.c.id == workflow_id))
+            await conn.execute(select(workflows).where(workflows.c.id == workflow_id))
         ).first()
     if workflow is None:
         raise NotFound("no such workflow")
@@ -35,9 +31,9 @@ async def visible_workflow_snapshot(
     async with read_tx(runtime.engine) as conn:
         steps = (
             await conn.execute(
-                select(_steps)
-                .where(_steps.c.workflow_id == workflow_id)
-                .order_by(_steps.c.position, _steps.c.id)
+                select(workflow_steps)
+                .where(workflow_steps.c.workflow_id == workflow_id)
+                .order_by(workflow_steps.c.position, workflow_steps.c.id)
             )
         ).all()
     by_step: dict[str, list[dict[str, Any]]] = {step.id: [] for step in steps}

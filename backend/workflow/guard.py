@@ -23,8 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend import failpoints
 from backend.authority import session_pending_actions
-from backend.authority.sql import messages, sessions, tasks
 from backend.db.json import json_text
+from backend.db.tables import messages, sessions, tasks
 from backend.errors import Conflict, DomainError
 from backend.request_evidence import DELIVERY_INTENT
 from backend.vocabulary import MessageType, PendingAction

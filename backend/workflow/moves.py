@@ -14,17 +14,12 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.access import Caller
-from backend.authority.sql import tasks
 from backend.clock import utcnow
+from backend.db.tables import tasks, workflow_steps, workflows, workspaces
 from backend.errors import Conflict, DomainError, NotFound
 from backend.ids import new_id
-from backend.models import Workflow, WorkflowStep, Workspace
 from backend.seed import DEFAULT_STEPS, STEP_TASK_STATES
 from backend.workflow.guard import assert_can_leave_step, lock_task_for_move
-
-workspaces = Workspace.__table__  # type: ignore[attr-defined]
-workflows = Workflow.__table__  # type: ignore[attr-defined]
-steps = WorkflowStep.__table__  # type: ignore[attr-defined]
 
 
 class InvalidStep(DomainError):
@@ -60,8 +55,8 @@ def state_for_step(name: str, position: int, first: int, last: int) -> str:
 async def _step_state(conn: AsyncConnection, workflow_id: str, step: Any) -> str:
     first, last = (
         await conn.execute(
-            select(func.min(steps.c.position), func.max(steps.c.position)).where(
-                steps.c.workflow_id == workflow_id
+            select(func.min(workflow_steps.c.position), func.max(workflow_steps.c.position)).where(
+                workflow_steps.c.workflow_id == workflow_id
             )
         )
     ).one()
@@ -125,9 +120,9 @@ async def insert_task_row(
     workflow = await _pick_workflow(conn, caller, workspace_id, workflow_id)
     first = (
         await conn.execute(
-            select(steps)
-            .where(steps.c.workflow_id == workflow.id)
-            .order_by(steps.c.position, steps.c.id)
+            select(workflow_steps)
+            .where(workflow_steps.c.workflow_id == workflow.id)
+            .order_by(workflow_steps.c.position, workflow_steps.c.id)
             .limit(1)
         )
     ).first()
@@ -170,7 +165,9 @@ async def move_task_to_step(conn: AsyncConnection, task_id: str, step_id: str) -
         return MoveResult(task.id, task.workspace_id, step_id, moved=False)
     step = (
         await conn.execute(
-            select(steps).where(steps.c.id == step_id, steps.c.workflow_id == task.workflow_id)
+            select(workflow_steps).where(
+                workflow_steps.c.id == step_id, workflow_steps.c.workflow_id == task.workflow_id
+            )
         )
     ).first()
     if step is None:
@@ -203,15 +200,18 @@ async def advance_on_turn_complete(conn: AsyncConnection, task_id: str) -> MoveR
     if task is None:
         return None
     current = (
-        await conn.execute(select(steps.c.name).where(steps.c.id == task.workflow_step_id))
+        await conn.execute(
+            select(workflow_steps.c.name).where(workflow_steps.c.id == task.workflow_step_id)
+        )
     ).scalar_one_or_none()
     target_name = ADVANCE_ON_TURN_COMPLETE.get(current or "")
     if target_name is None:
         return None
     target = (
         await conn.execute(
-            select(steps.c.id).where(
-                steps.c.workflow_id == task.workflow_id, steps.c.name == target_name
+            select(workflow_steps.c.id).where(
+                workflow_steps.c.workflow_id == task.workflow_id,
+                workflow_steps.c.name == target_name,
             )
         )
     ).scalar_one_or_none()

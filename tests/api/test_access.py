@@ -11,8 +11,8 @@ import websockets
 from sqlalchemy import insert, select
 
 from backend.access import hash_token
-from backend.authority.sql import tasks
 from backend.db.engine import read_tx, write_tx
+from backend.db.tables import tasks
 from backend.ids import new_id
 from backend.models import User, Workspace, WorkspaceMembership
 from tests.api.helpers import answer_all, detached_bundle, dump, messages

@@ -15,11 +15,11 @@ from sqlalchemy.exc import OperationalError
 
 import backend.orchestrator.resume as resume_module
 from backend import failpoints
-from backend.authority.sql import messages, sessions
-from backend.authority.sql import turns as turns_table
 from backend.clarifications import respond as respond_module
 from backend.clarifications.answers import Answer
 from backend.db.engine import read_tx
+from backend.db.tables import messages, sessions
+from backend.db.tables import turns as turns_table
 from tests.api.helpers import (
     agent_replies,
     answer_all,

@@ -38,8 +38,8 @@ from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 from sqlalchemy import select
 
-from backend.authority.sql import sessions
 from backend.db.engine import read_tx
+from backend.db.tables import sessions
 from backend.vocabulary import SessionState
 from tests.api.helpers import detached_bundle, dump, idle, messages, start_session
 from tests.live import LiveApi

@@ -16,9 +16,8 @@ import pytest
 from sqlalchemy import func, select, text, update
 
 from backend import failpoints
-from backend.authority.sql import messages, sessions, tasks, turns
 from backend.db.engine import read_tx, write_tx
-from backend.models import TaskStatusSummary
+from backend.db.tables import messages, sessions, summaries, tasks, turns
 from backend.task_deletion import delete_task_rows
 from backend.vocabulary import MessageType, SessionState
 from tests.api.helpers import (
@@ -35,8 +34,6 @@ from tests.api.test_access import STRANGER, add_user
 from tests.builders import World
 from tests.live import LiveApi, failpoint_hits
 from tests.processes import eventually
-
-summaries = TaskStatusSummary.__table__  # type: ignore[attr-defined]
 
 
 async def rows_of(live: LiveApi, task_id: str) -> dict[str, int]:

@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import update
 
 from backend import failpoints
-from backend.authority.sql import sessions
 from backend.db.engine import write_tx
+from backend.db.tables import sessions
 from backend.orchestrator.admission import admit_prompt
 from tests.api.helpers import (
     agent_replies,

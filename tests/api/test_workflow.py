@@ -10,8 +10,8 @@ from sqlalchemy import insert, select
 
 from backend import failpoints
 from backend.api.schemas import MAX_DESCRIPTION_CHARS, MAX_TITLE_CHARS
-from backend.authority.sql import tasks
 from backend.db.engine import read_tx, write_tx
+from backend.db.tables import tasks
 from backend.ids import new_id
 from backend.models import MessageType, Workflow, WorkflowStep, Workspace
 from backend.projections.summaries import summaries

@@ -9,8 +9,8 @@ from sqlalchemy import event, insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend.authority import session_authority, session_pending_actions, task_pending_actions
-from backend.authority.sql import sessions, tasks
 from backend.db.engine import read_tx, write_tx
+from backend.db.tables import sessions, tasks
 from backend.ids import new_id
 from backend.models import (
     MessageType,

@@ -13,8 +13,8 @@ from backend.authority import (
     visible_turns,
 )
 from backend.authority.bundles import NoLiveWaiters
-from backend.authority.sql import sessions
 from backend.db.engine import read_tx
+from backend.db.tables import sessions
 from backend.models import MessageType, PendingAction, SessionState
 from tests.builders import MISSING, World
 

@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import delete
 
 from backend.authority import current_turn_ids, session_authority, visible_turns
-from backend.authority.sql import messages, sessions
 from backend.db.engine import read_tx, write_tx
+from backend.db.tables import messages, sessions
 from backend.models import PendingAction, SessionState
 from tests.builders import World
 

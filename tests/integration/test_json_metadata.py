@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import select, update
 
-from backend.authority.sql import messages
 from backend.db.engine import read_tx, write_tx
 from backend.db.json import json_flag, json_merge, json_text
+from backend.db.tables import messages
 from tests.builders import World
 
 

@@ -10,9 +10,10 @@ from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import inspect, select, text
 from sqlmodel import SQLModel
 
-from backend.authority.sql import active_bundles_of, sessions
+from backend.authority.sql import active_bundles_of
 from backend.db.engine import read_tx, sync_url
 from backend.db.migrate import alembic_config, upgrade
+from backend.db.tables import sessions
 from backend.models import TaskSessionMessage
 from backend.request_evidence import pending_id
 

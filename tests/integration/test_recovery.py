@@ -9,8 +9,8 @@ from sqlalchemy import select
 
 from backend.authority import BundleState, bundle_facts, classify_bundle, current_turn_ids
 from backend.authority.bundles import NoLiveWaiters
-from backend.authority.sql import messages, sessions, turns
 from backend.db.engine import read_tx
+from backend.db.tables import messages, sessions, turns
 from backend.events import Event, InMemoryEventBus
 from backend.orchestrator.reservations import reservation_metadata
 from backend.recovery import START_EVENT_PENDING, RecoveryError, recover

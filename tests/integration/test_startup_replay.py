@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import update
 
-from backend.authority.sql import turns
 from backend.config import Settings
 from backend.db.engine import write_tx
+from backend.db.tables import turns
 from backend.orchestrator.dispatch import PromptDispatcher
 from backend.orchestrator.reservations import COMPLETION_STATUS, START_EVENT_PENDING
 from backend.recovery import recover
@@ -69,8 +69,8 @@ async def test_a_turn_whose_prompt_was_never_acknowledged_is_failed_at_start_up(
     the model test: the session stayed RUNNING and refused every prompt)."""
     from sqlalchemy import select
 
-    from backend.authority.sql import sessions
     from backend.db.engine import read_tx
+    from backend.db.tables import sessions
     from backend.orchestrator.admission import DISPATCH_UNACKNOWLEDGED
 
     world = World(engine)

@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy import select, update
 
 from backend import failpoints
-from backend.authority.sql import messages
 from backend.db.engine import read_tx, write_tx
 from backend.db.json import json_merge
+from backend.db.tables import messages
 from backend.events import Event, InMemoryEventBus
 from backend.projections.summaries import SummaryRepairError, TaskSummaries, summaries
 from backend.projections.summary_projector import SummaryProjector

@@ -14,9 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend.authority import BundleFacts, bundle_facts, current_turn_ids, session_pending_actions
-from backend.authority.sql import messages, sessions, tasks, turns
 from backend.db.engine import read_tx
-from backend.models import WorkflowStep
+from backend.db.tables import messages, sessions, tasks, turns, workflow_steps
 from backend.request_evidence import DELIVERY_INTENT
 from backend.vocabulary import MessageType, PendingAction
 
@@ -110,11 +109,10 @@ def _truthy(value: Any) -> bool:
 async def snapshot(engine: AsyncEngine, session_id: str, task_id: str) -> Snapshot:
     async with read_tx(engine) as conn:
         session = (await conn.execute(select(sessions).where(sessions.c.id == session_id))).one()
-        steps = WorkflowStep.__table__  # type: ignore[attr-defined]
         task = (
             await conn.execute(
-                select(tasks.c.updated_at, steps.c.name)
-                .join(steps, steps.c.id == tasks.c.workflow_step_id)
+                select(tasks.c.updated_at, workflow_steps.c.name)
+                .join(workflow_steps, workflow_steps.c.id == tasks.c.workflow_step_id)
                 .where(tasks.c.id == task_id)
             )
         ).one()

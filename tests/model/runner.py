@@ -164,7 +164,7 @@ class System:
         await self.boot()
         b = await board(self.rt.engine)
         self.task_id = new_id()
-        from backend.authority.sql import tasks
+        from backend.db.tables import tasks
 
         async with write_tx(self.rt.engine) as conn:
             await conn.execute(
@@ -202,7 +202,7 @@ class System:
         return await snapshot(self.rt.engine, self.session_id, self.task_id)
 
     async def projection(self) -> tuple[tuple[int, int], str | None]:
-        from backend.authority.sql import sessions
+        from backend.db.tables import sessions
 
         result = await project_sessions(
             self.rt.engine, self.rt.revisions, sessions.c.id == self.session_id
@@ -515,7 +515,7 @@ class System:
     async def discover_bundles(self) -> None:
         """Bundles the agent's asks created (found through their rows)."""
         async with read_tx(self.rt.engine) as conn:
-            from backend.authority.sql import messages
+            from backend.db.tables import messages
 
             rows = list(
                 await conn.execute(

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from backend.authority.sql import sessions, turns
 from backend.db.engine import read_tx
+from backend.db.tables import sessions, turns
 from backend.recovery import START_EVENT_PENDING
 from tests.builders import World
 from tests.processes import BackendProcess, MockAgentProcess, eventually
