@@ -40,7 +40,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 from tests.e2e.api import Api
 from tests.e2e.server import AppServer, prepare_database
 from tests.e2e.viewports import CHROMIUM, CHROMIUM_ARGS, DESKTOP, PHONE
-from tests.processes import MockAgentProcess, free_port
+from tests.support.processes import MockAgentProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 500.0

@@ -12,9 +12,9 @@ from sqlmodel import SQLModel
 
 from backend.db.engine import create_engine, write_tx
 from backend.db.migrate import upgrade
-from tests import lock_witness, postgres
 from tests.model import profiles as _model_profiles  # noqa: F401  (Hypothesis profiles)
-from tests.postgres import throwaway_postgres  # noqa: F401  (fixture, used on demand)
+from tests.support import lock_witness, postgres
+from tests.support.postgres import throwaway_postgres  # noqa: F401  (fixture, used on demand)
 
 BACKENDS = ("sqlite", "postgres")
 #: Rows that survive between tests: the durable counters and Alembic's version.

@@ -18,7 +18,7 @@ from tests.agentctl.harness import (
     FakeBackend,
     serve_fake_backend,
 )
-from tests.processes import MockAgentProcess
+from tests.support.processes import MockAgentProcess
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from backend.agentctl import PromptRequest
-from tests.processes import eventually
+from tests.support.processes import eventually
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ from tests.agentctl.harness import (
     FakeBackend,
     make_prompt,
 )
-from tests.processes import MockAgentProcess, eventually, free_port
+from tests.support.processes import MockAgentProcess, eventually, free_port
 
 
 async def _recorded(client: AgentctlClient, session_id: str) -> list[dict]:

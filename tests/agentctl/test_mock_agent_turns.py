@@ -11,7 +11,7 @@ from tests.agentctl.harness import (
     FakeBackend,
     make_prompt,
 )
-from tests.processes import MockAgentProcess, eventually
+from tests.support.processes import MockAgentProcess, eventually
 
 
 async def _completed(backend: FakeBackend, session_id: str) -> Callback:

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from backend import failpoints
-from tests.live import LiveApi, live_api
-from tests.processes import MockAgentProcess
+from tests.support.live import LiveApi, live_api
+from tests.support.processes import MockAgentProcess
 
 
 @pytest.fixture(scope="module")

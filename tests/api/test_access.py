@@ -15,8 +15,8 @@ from backend.db.engine import read_tx, write_tx
 from backend.db.tables import tasks
 from backend.ids import new_id
 from backend.models import User, Workspace, WorkspaceMembership
-from tests.api.helpers import answer_all, detached_bundle, dump, messages
-from tests.builders import T0
+from tests.support.builders import T0
+from tests.support.http import answer_all, detached_bundle, dump, messages
 
 STRANGER = "stranger-token"
 OWNER = "owner-token"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.helpers import dump, idle, start_session
+from tests.support.http import dump, idle, start_session
 
 
 @pytest.mark.parametrize(

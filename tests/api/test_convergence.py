@@ -14,9 +14,9 @@ from sqlalchemy import select
 from backend import failpoints
 from backend.db.engine import read_tx
 from backend.projections.summaries import summaries
-from tests.api.helpers import answer_all, bundles, detached_bundle, respond
-from tests.live import failpoint_hits
-from tests.processes import eventually
+from tests.support.http import answer_all, bundles, detached_bundle, respond
+from tests.support.live import failpoint_hits
+from tests.support.processes import eventually
 
 
 async def stored_summary(live, task: str) -> dict:

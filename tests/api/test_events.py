@@ -10,9 +10,9 @@ import pytest
 
 from backend import failpoints
 from backend.projections.revision import ProjectionRevision
-from tests.api.helpers import idle, session_of, start_session
-from tests.live import failpoint_hits
-from tests.processes import eventually
+from tests.support.http import idle, session_of, start_session
+from tests.support.live import failpoint_hits
+from tests.support.processes import eventually
 
 
 def revision(data: dict[str, Any]) -> ProjectionRevision:

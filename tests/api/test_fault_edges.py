@@ -20,7 +20,9 @@ from backend.clarifications.answers import Answer
 from backend.db.engine import read_tx
 from backend.db.tables import messages, sessions
 from backend.db.tables import turns as turns_table
-from tests.api.helpers import (
+from tests.api.test_ready_events import detached_with_open_turn
+from tests.api.test_workflow import board, create, move, stored_task
+from tests.support.http import (
     agent_replies,
     answer_all,
     bundles,
@@ -31,10 +33,8 @@ from tests.api.helpers import (
     session_of,
     turns,
 )
-from tests.api.test_ready_events import detached_with_open_turn
-from tests.api.test_workflow import board, create, move, stored_task
-from tests.live import failpoint_hits
-from tests.processes import eventually
+from tests.support.live import failpoint_hits
+from tests.support.processes import eventually
 
 
 async def step_of(live, steps: dict[str, str], task: str) -> str:

@@ -41,8 +41,8 @@ from sqlalchemy import select
 from backend.db.engine import read_tx
 from backend.db.tables import sessions
 from backend.vocabulary import SessionState
-from tests.api.helpers import detached_bundle, dump, idle, messages, start_session
-from tests.live import LiveApi
+from tests.support.http import detached_bundle, dump, idle, messages, start_session
+from tests.support.live import LiveApi
 
 EXAMPLES = int(os.environ.get("KANDEV_FUZZ_EXAMPLES", "40"))
 SEED = int(os.environ.get("KANDEV_FUZZ_SEED", "0"))

@@ -10,10 +10,10 @@ import pytest
 
 from backend import failpoints
 from backend.projections.revision import ProjectionRevision
-from tests.api.helpers import bundles, idle, session_of, start_session
 from tests.api.test_events import clarification_added, next_frame
-from tests.live import failpoint_hits
-from tests.processes import eventually
+from tests.support.http import bundles, idle, session_of, start_session
+from tests.support.live import failpoint_hits
+from tests.support.processes import eventually
 
 
 def revision(data: dict) -> ProjectionRevision:

@@ -6,7 +6,8 @@ import asyncio
 
 from backend import failpoints
 from backend.vocabulary import MessageType, SessionState
-from tests.api.helpers import (
+from tests.support.builders import World
+from tests.support.http import (
     agent_replies,
     answer_all,
     bundles,
@@ -18,9 +19,8 @@ from tests.api.helpers import (
     start_session,
     turns,
 )
-from tests.builders import World
-from tests.live import failpoint_hits
-from tests.processes import eventually
+from tests.support.live import failpoint_hits
+from tests.support.processes import eventually
 
 
 def question_rows(rows: list[dict]) -> list[dict]:

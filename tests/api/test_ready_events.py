@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from backend import failpoints
-from tests.api.helpers import (
+from tests.support.http import (
     agent_replies,
     answer_all,
     bundles,
@@ -17,8 +17,8 @@ from tests.api.helpers import (
     start_session,
     turns,
 )
-from tests.live import failpoint_hits
-from tests.processes import eventually
+from tests.support.live import failpoint_hits
+from tests.support.processes import eventually
 
 
 async def detached_with_open_turn(live, question: str) -> tuple[str, str, dict, str]:

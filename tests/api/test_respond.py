@@ -8,7 +8,7 @@ import pytest
 
 from backend import failpoints
 from backend.clarifications import respond as respond_module
-from tests.api.helpers import (
+from tests.support.http import (
     agent_replies,
     answer_all,
     bundles,
@@ -21,8 +21,8 @@ from tests.api.helpers import (
     start_session,
     turns,
 )
-from tests.live import failpoint_hits
-from tests.processes import eventually
+from tests.support.live import failpoint_hits
+from tests.support.processes import eventually
 
 
 def question_rows(rows: list[dict]) -> list[dict]:

@@ -9,7 +9,8 @@ from backend import failpoints
 from backend.authority import task_pending_actions
 from backend.db.engine import read_tx
 from backend.vocabulary import PendingAction
-from tests.api.helpers import (
+from tests.support.builders import World
+from tests.support.http import (
     bundles,
     detach_events,
     idle,
@@ -18,9 +19,8 @@ from tests.api.helpers import (
     start_session,
     turns,
 )
-from tests.builders import World
-from tests.live import failpoint_hits
-from tests.processes import eventually
+from tests.support.live import failpoint_hits
+from tests.support.processes import eventually
 
 
 async def test_a_plain_prompt_gets_an_echo_and_the_turn_completes(live):

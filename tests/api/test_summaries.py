@@ -11,9 +11,9 @@ from backend import failpoints
 from backend.db.engine import read_tx, write_tx
 from backend.projections.summaries import summaries
 from backend.vocabulary import SessionState
-from tests.builders import T0, World
-from tests.live import failpoint_hits
-from tests.processes import eventually
+from tests.support.builders import T0, World
+from tests.support.live import failpoint_hits
+from tests.support.processes import eventually
 
 
 async def task_with_stale_summary(live, pending: str | None = "clarification") -> str:

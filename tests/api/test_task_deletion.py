@@ -20,7 +20,9 @@ from backend.db.engine import read_tx, write_tx
 from backend.db.tables import messages, sessions, summaries, tasks, turns
 from backend.task_deletion import delete_task_rows
 from backend.vocabulary import MessageType, SessionState
-from tests.api.helpers import (
+from tests.api.test_access import STRANGER, add_user
+from tests.support.builders import World
+from tests.support.http import (
     agent_replies,
     answer_all,
     detached_bundle,
@@ -30,10 +32,8 @@ from tests.api.helpers import (
     respond,
     start_session,
 )
-from tests.api.test_access import STRANGER, add_user
-from tests.builders import World
-from tests.live import LiveApi, failpoint_hits
-from tests.processes import eventually
+from tests.support.live import LiveApi, failpoint_hits
+from tests.support.processes import eventually
 
 
 async def rows_of(live: LiveApi, task_id: str) -> dict[str, int]:

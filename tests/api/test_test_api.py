@@ -11,8 +11,8 @@ from backend import failpoints
 from backend.api.app import create_api
 from backend.config import Settings
 from backend.runtime import Runtime
-from tests.api.helpers import answer_all, detached_bundle, respond
-from tests.processes import eventually
+from tests.support.http import answer_all, detached_bundle, respond
+from tests.support.processes import eventually
 
 
 async def test_fault_points_are_set_listed_and_cleared(live):

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from backend import failpoints
-from tests.builders import World
+from tests.support.builders import World
 
 INTERNAL = {"error": "internal", "message": "internal server error"}
 

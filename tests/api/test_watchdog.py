@@ -11,7 +11,7 @@ from backend import failpoints
 from backend.db.engine import write_tx
 from backend.db.tables import sessions
 from backend.orchestrator.admission import admit_prompt
-from tests.api.helpers import (
+from tests.support.http import (
     agent_replies,
     answer_all,
     idle,
@@ -20,8 +20,8 @@ from tests.api.helpers import (
     session_of,
     turns,
 )
-from tests.live import failpoint_hits
-from tests.processes import eventually
+from tests.support.live import failpoint_hits
+from tests.support.processes import eventually
 
 
 async def lost_answer(live, script: str) -> tuple[str, str, dict]:

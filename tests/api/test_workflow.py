@@ -18,10 +18,10 @@ from backend.projections.summaries import summaries
 from backend.seed import DEFAULT_STEPS
 from backend.vocabulary import SessionState
 from backend.workflow import GUARD_FAILPOINT
-from tests.api.helpers import answer_all, bundles, idle, respond
-from tests.builders import T0, World
-from tests.live import failpoint_hits
-from tests.processes import eventually
+from tests.support.builders import T0, World
+from tests.support.http import answer_all, bundles, idle, respond
+from tests.support.live import failpoint_hits
+from tests.support.processes import eventually
 
 ASK = "/ask Ship it? | Yes | No"
 

@@ -29,12 +29,12 @@ from playwright.sync_api import Browser, expect
 
 from backend.catalog import WorkspaceView, list_workspaces_with_tasks
 from backend.db.engine import create_engine
-from tests import postgres
 from tests.conftest import BACKENDS
 from tests.e2e.api import Api
 from tests.e2e.server import PROJECT_ROOT, AppDidNotStart, AppServer, prepare_database
 from tests.e2e.viewports import CHROMIUM, CHROMIUM_ARGS
-from tests.processes import MockAgentProcess, free_port
+from tests.support import postgres
+from tests.support.processes import MockAgentProcess, free_port
 
 T = TypeVar("T")
 

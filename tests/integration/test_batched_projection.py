@@ -22,7 +22,7 @@ from backend.models import (
 )
 from backend.projections.revision import RevisionClock
 from backend.projections.sessions import project_sessions
-from tests.builders import World, at
+from tests.support.builders import World, at
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from backend.authority.bundles import NoLiveWaiters
 from backend.db.engine import read_tx
 from backend.db.tables import sessions
 from backend.models import MessageType, PendingAction, SessionState
-from tests.builders import MISSING, World
+from tests.support.builders import MISSING, World
 
 
 class Waiters:

@@ -11,7 +11,7 @@ from backend.authority import current_turn_ids, session_authority, visible_turns
 from backend.db.engine import read_tx, write_tx
 from backend.db.tables import messages, sessions
 from backend.models import PendingAction, SessionState
-from tests.builders import World
+from tests.support.builders import World
 
 TRUE_FORMS: list[Any] = [True, "true", "1", 1]
 FALSE_FORMS: list[Any] = [False, "false", "0", 0, None]

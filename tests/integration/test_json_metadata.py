@@ -7,7 +7,7 @@ from sqlalchemy import select, update
 from backend.db.engine import read_tx, write_tx
 from backend.db.json import json_flag, json_merge, json_text
 from backend.db.tables import messages
-from tests.builders import World
+from tests.support.builders import World
 
 
 async def test_statements_differing_only_in_json_key_do_not_share_a_cache_entry(engine):

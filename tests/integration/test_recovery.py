@@ -15,7 +15,7 @@ from backend.events import Event, InMemoryEventBus
 from backend.orchestrator.reservations import reservation_metadata
 from backend.recovery import START_EVENT_PENDING, RecoveryError, recover
 from backend.vocabulary import MessageType, SessionState
-from tests.builders import World
+from tests.support.builders import World
 
 CLAIM = {
     "status": "answered",

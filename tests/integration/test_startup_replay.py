@@ -12,10 +12,10 @@ from backend.orchestrator.reservations import COMPLETION_STATUS, START_EVENT_PEN
 from backend.recovery import recover
 from backend.runtime import Runtime
 from backend.vocabulary import SessionState
-from tests.builders import World, at
 from tests.integration.test_recovery import RecordingBus
 from tests.integration.test_summary_projector import summary_of
-from tests.processes import eventually
+from tests.support.builders import World, at
+from tests.support.processes import eventually
 
 
 class NoAgent(PromptDispatcher):

@@ -16,8 +16,8 @@ from backend.projections.summaries import SummaryRepairError, TaskSummaries, sum
 from backend.projections.summary_projector import SummaryProjector
 from backend.request_evidence import pending_id
 from backend.vocabulary import RequestStatus, SessionState
-from tests.builders import World
-from tests.processes import eventually
+from tests.support.builders import World
+from tests.support.processes import eventually
 
 
 def projector(engine) -> SummaryProjector:

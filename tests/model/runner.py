@@ -30,7 +30,6 @@ from backend.runtime import Runtime
 from backend.seed import STEP_TASK_STATES
 from backend.vocabulary import SessionState
 from tests.api.test_workflow import board
-from tests.builders import T0
 from tests.model.checks import Snapshot, snapshot
 from tests.model.harness import (
     AgentLink,
@@ -41,6 +40,7 @@ from tests.model.harness import (
     Tracked,
     parked_points,
 )
+from tests.support.builders import T0
 
 #: Exploration knob: ``KANDEV_MODEL_SKIP=r_restart,agent:hold,resume.before_clear`` leaves
 #: those rules, faults or hold points out of the programs (to look past a known failure).

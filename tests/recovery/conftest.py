@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.processes import MockAgentProcess
+from tests.support.processes import MockAgentProcess
 
 
 @pytest.fixture(scope="module")

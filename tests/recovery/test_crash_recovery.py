@@ -14,8 +14,8 @@ from sqlalchemy import select
 from backend.db.engine import read_tx
 from backend.db.tables import sessions, turns
 from backend.recovery import START_EVENT_PENDING
-from tests.builders import World
-from tests.processes import BackendProcess, MockAgentProcess, eventually
+from tests.support.builders import World
+from tests.support.processes import BackendProcess, MockAgentProcess, eventually
 
 
 @asynccontextmanager

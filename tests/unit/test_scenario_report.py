@@ -1,4 +1,4 @@
-"""The scenario report plugin (``tests/scenario_report.py``), run on small generated suites.
+"""The scenario report plugin (``tests/support/scenario_report.py``), run on small generated suites.
 
 Each test writes a throwaway suite laid out like ours (``tests/<level>/test_*.py``) and runs pytest
 on it in-process with only this plugin loaded, so the table, the terminal summary and the exit
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.scenario_report import SCENARIO_IDS, parse_spec_titles, shorten_title
+from tests.support.scenario_report import SCENARIO_IDS, parse_spec_titles, shorten_title
 
 pytest_plugins = ["pytester"]
 
@@ -50,7 +50,7 @@ at a word boundary with an ellipsis.
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """An empty project whose pytest loads this plugin and no installed ones."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    pytester.makeini("[pytest]\naddopts = -p tests.scenario_report --strict-markers\n")
+    pytester.makeini("[pytest]\naddopts = -p tests.support.scenario_report --strict-markers\n")
     return pytester
 
 

@@ -27,7 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-ARTIFACTS = Path(__file__).parent / "artifacts" / "locks"
+ARTIFACTS = Path(__file__).parents[1] / "artifacts" / "locks"
 
 
 @dataclass

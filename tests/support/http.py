@@ -8,9 +8,9 @@ from sqlalchemy import select
 from sqlmodel import SQLModel
 
 from backend.db.engine import read_tx
-from tests.builders import World
-from tests.live import LiveApi
-from tests.processes import eventually
+from tests.support.builders import World
+from tests.support.live import LiveApi
+from tests.support.processes import eventually
 
 
 async def start_session(live: LiveApi, prompt: str) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from backend.api.app import create_api
 from backend.config import Settings
 from backend.events import Event
 from backend.runtime import Runtime
-from tests.processes import free_port
+from tests.support.processes import free_port
 
 T = TypeVar("T")
 
