@@ -18,8 +18,9 @@ from __future__ import annotations
 import reflex as rx
 
 from components.board import board
-from components.phone import TaskSheet, bottom_nav, top_bar
+from components.phone import bottom_nav, top_bar
 from components.sidebar import sidebar
+from components.task_sheet import TaskSheet
 from components.task_view import home_body, task_view
 from components.theme import BOTTOM_NAV_HEIGHT, space
 from components.viewport import layout_listener

@@ -83,6 +83,19 @@ def pending_icon(
     )
 
 
+def badge(text: rx.Var[str] | str, color: rx.Var[str] | str, **props: object) -> rx.Component:
+    """A small soft pill: a task's step or waiting state, a request's status."""
+    return rx.badge(
+        text,
+        color_scheme=color,
+        variant="soft",
+        radius="full",
+        size="1",
+        white_space="nowrap",
+        **props,
+    )
+
+
 def section_label(text: rx.Var[str] | str, **props: Any) -> rx.Component:
     return rx.text(
         text,

@@ -7,7 +7,7 @@ import pytest
 import reflex as rx
 from reflex_base.breakpoints import breakpoints_values
 
-from components.phone import SHEET_VARIANTS
+from components.task_sheet import SHEET_VARIANTS
 from components.viewport import layout_listener
 from state.app_state import AppState
 from state.layout import (
