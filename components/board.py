@@ -12,7 +12,8 @@ import reflex as rx
 
 from components.drag import DropColumn, draggable_card
 from components.theme import pending_icon, space, state_icon
-from state.app_state import AppState
+from state.board import BoardState
+from state.navigation import NavigationState
 from state.ui_models import BoardColumn, StepItem, TaskRow, WorkflowItem
 
 
@@ -33,7 +34,7 @@ def _move_menu(task: rx.Var[TaskRow], targets: rx.Var[list[StepItem]]) -> rx.Com
             rx.foreach(
                 targets,
                 lambda step: rx.menu.item(
-                    step.name, on_select=AppState.move_task(task.id, step.id)
+                    step.name, on_select=BoardState.move_task(task.id, step.id)
                 ),
             ),
             size="1",
@@ -52,7 +53,7 @@ def _card(task: rx.Var[TaskRow], targets: rx.Var[list[StepItem]]) -> rx.Componen
                 spacing="2",
             ),
             type="button",
-            on_click=AppState.activate_task(task.id),
+            on_click=NavigationState.activate_task(task.id),
             aria_label=task.title,
             id=f"board-card-{task.id}",
             flex="1",
@@ -112,7 +113,7 @@ def _column(column: rx.Var[BoardColumn]) -> rx.Component:
         id=f"board-step-{column.id}",
         aria_label=column.name,
         step_id=column.id,
-        on_drop=AppState.drop_card.prevent_default,
+        on_drop=BoardState.drop_card.prevent_default,
         padding=space(3),
         border_radius="var(--radius-4)",
         background_color=rx.color("gray", 3),
@@ -149,9 +150,9 @@ def board() -> rx.Component:
                     min_width="200px",
                     flex=rx.breakpoints(initial="1", md="0"),
                 ),
-                rx.select.content(rx.foreach(AppState.workflows, _workflow_option)),
-                value=AppState.board_workflow_id,
-                on_change=AppState.choose_board,
+                rx.select.content(rx.foreach(BoardState.workflows, _workflow_option)),
+                value=BoardState.board_workflow_id,
+                on_change=BoardState.choose_board,
                 size="2",
             ),
             justify="between",
@@ -160,9 +161,9 @@ def board() -> rx.Component:
             spacing="3",
         ),
         rx.cond(
-            AppState.board_notice != "",
+            BoardState.board_notice != "",
             rx.callout(
-                AppState.board_notice,
+                BoardState.board_notice,
                 icon="circle-help",
                 color_scheme="amber",
                 size="1",
@@ -171,7 +172,7 @@ def board() -> rx.Component:
             ),
         ),
         rx.grid(
-            rx.foreach(AppState.board_columns, _column),
+            rx.foreach(BoardState.board_columns, _column),
             columns=rx.breakpoints(initial="1", sm="2", lg="4"),
             spacing="3",
             id="board",

@@ -6,14 +6,16 @@ from __future__ import annotations
 import reflex as rx
 
 from components.theme import DIVIDER, space
-from state.app_state import AppState
+from state.composer import ComposerState
+from state.navigation import NavigationState
+from state.session_view import SessionViewState
 
 
 def composer() -> rx.Component:
     return rx.box(
         rx.box(
             rx.cond(
-                AppState.session_ended,
+                SessionViewState.session_ended,
                 rx.text(
                     "This session has ended. Start a new session to keep going.",
                     size="2",
@@ -24,8 +26,8 @@ def composer() -> rx.Component:
                 rx.form(
                     rx.flex(
                         rx.text_area(
-                            value=AppState.draft,
-                            on_change=AppState.set_draft,
+                            value=ComposerState.draft,
+                            on_change=ComposerState.set_draft,
                             placeholder="Message the agent…",
                             id="composer",
                             name="content",
@@ -45,19 +47,20 @@ def composer() -> rx.Component:
                             type="submit",
                             size="2",
                             aria_label="Send",
-                            loading=AppState.composer_busy,
-                            disabled=(AppState.draft.strip() == "") | AppState.session_busy,
+                            loading=ComposerState.composer_busy,
+                            disabled=(ComposerState.draft.strip() == "")
+                            | SessionViewState.session_busy,
                         ),
                         align="end",
                         spacing="2",
                     ),
-                    on_submit=AppState.send_prompt,
+                    on_submit=ComposerState.send_prompt,
                     reset_on_submit=False,
                     width="100%",
                 ),
             ),
             rx.cond(
-                AppState.session_busy,
+                SessionViewState.session_busy,
                 rx.flex(
                     rx.spinner(size="1"),
                     rx.text("The agent is working…", size="1", color_scheme="gray"),
@@ -67,9 +70,9 @@ def composer() -> rx.Component:
                 ),
             ),
             rx.cond(
-                AppState.composer_error != "",
+                ComposerState.composer_error != "",
                 rx.text(
-                    AppState.composer_error, size="1", color_scheme="red", padding_top=space(1)
+                    ComposerState.composer_error, size="1", color_scheme="red", padding_top=space(1)
                 ),
             ),
             max_width="828px",
@@ -104,8 +107,8 @@ def start_session_form() -> rx.Component:
                 auto_focus=True,
             ),
             rx.cond(
-                AppState.start_error != "",
-                rx.text(AppState.start_error, size="1", color_scheme="red", role="alert"),
+                SessionViewState.start_error != "",
+                rx.text(SessionViewState.start_error, size="1", color_scheme="red", role="alert"),
             ),
             rx.flex(
                 rx.button(
@@ -113,16 +116,16 @@ def start_session_form() -> rx.Component:
                     type="button",
                     variant="soft",
                     color_scheme="gray",
-                    on_click=AppState.set_start_open(False),
+                    on_click=SessionViewState.set_start_open(False),
                 ),
-                rx.button("Start session", type="submit", loading=AppState.start_busy),
+                rx.button("Start session", type="submit", loading=SessionViewState.start_busy),
                 justify="end",
                 spacing="2",
             ),
             direction="column",
             spacing="2",
         ),
-        on_submit=AppState.start_session,
+        on_submit=NavigationState.start_session,
         reset_on_submit=True,
         id="start-session-form",
         aria_label="Start session",

@@ -26,6 +26,8 @@ from components.theme import BOTTOM_NAV_HEIGHT, space
 from components.viewport import layout_listener
 from state.app_state import AppState
 from state.layout import PHONE, TABLET
+from state.navigation import NavigationState
+from state.task_list import TaskListState
 from state.ui_models import WorkspaceItem
 
 
@@ -77,7 +79,7 @@ def new_task_dialog() -> rx.Component:
                     rx.el.label(
                         rx.text("Workspace", size="2", weight="medium"),
                         rx.el.select(
-                            rx.foreach(AppState.workspaces, _workspace_option),
+                            rx.foreach(TaskListState.workspaces, _workspace_option),
                             name="workspace_id",
                             id="new-task-workspace",
                             style={
@@ -95,14 +97,16 @@ def new_task_dialog() -> rx.Component:
                         gap=space(1),
                     ),
                     rx.cond(
-                        AppState.new_task_error != "",
-                        rx.text(AppState.new_task_error, size="2", color_scheme="red"),
+                        TaskListState.new_task_error != "",
+                        rx.text(TaskListState.new_task_error, size="2", color_scheme="red"),
                     ),
                     rx.flex(
                         rx.dialog.close(
                             rx.button("Cancel", type="button", variant="soft", color_scheme="gray")
                         ),
-                        rx.button("Create task", type="submit", loading=AppState.new_task_busy),
+                        rx.button(
+                            "Create task", type="submit", loading=TaskListState.new_task_busy
+                        ),
                         justify="end",
                         spacing="2",
                         margin_top=space(2),
@@ -110,15 +114,15 @@ def new_task_dialog() -> rx.Component:
                     direction="column",
                     spacing="3",
                 ),
-                on_submit=AppState.create_task,
+                on_submit=NavigationState.submit_new_task,
                 reset_on_submit=True,
                 aria_label="New task",
             ),
             max_width="480px",
             id="new-task-dialog",
         ),
-        open=AppState.new_task_open,
-        on_open_change=AppState.set_new_task_open,
+        open=TaskListState.new_task_open,
+        on_open_change=TaskListState.set_new_task_open,
     )
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import reflex as rx
 
 from components.theme import space
-from state.app_state import AppState
+from state.overlay import OverlayState
 from state.ui_models import OptionItem
 
 
 def _option(option: rx.Var[OptionItem]) -> rx.Component:
-    question = AppState.current_question
+    question = OverlayState.current_question
     return rx.button(
         rx.cond(option.selected, rx.icon("check", size=14), rx.fragment()),
         option.label,
@@ -26,7 +26,7 @@ def _option(option: rx.Var[OptionItem]) -> rx.Component:
         color_scheme=rx.cond(option.selected, "indigo", "gray"),
         aria_pressed=rx.cond(option.selected, "true", "false"),
         aria_label=option.label,
-        on_click=AppState.pick_option(question.message_id, option.id),
+        on_click=OverlayState.pick_option(question.message_id, option.id),
         white_space="normal",
         height="auto",
         min_height="32px",
@@ -38,10 +38,10 @@ def _option(option: rx.Var[OptionItem]) -> rx.Component:
 
 def _pager() -> rx.Component:
     return rx.cond(
-        AppState.question_count > 1,
+        OverlayState.question_count > 1,
         rx.flex(
             rx.text(
-                f"{AppState.question_index + 1} of {AppState.question_count}",
+                f"{OverlayState.question_index + 1} of {OverlayState.question_count}",
                 size="1",
                 color_scheme="gray",
                 white_space="nowrap",
@@ -53,8 +53,8 @@ def _pager() -> rx.Component:
                 color_scheme="gray",
                 aria_label="Previous",
                 title="Previous question",
-                disabled=AppState.question_index <= 0,
-                on_click=AppState.previous_question,
+                disabled=OverlayState.question_index <= 0,
+                on_click=OverlayState.previous_question,
             ),
             rx.icon_button(
                 rx.icon("chevron-right", size=16),
@@ -63,8 +63,8 @@ def _pager() -> rx.Component:
                 color_scheme="gray",
                 aria_label="Next",
                 title="Next question",
-                disabled=AppState.question_index >= AppState.question_count - 1,
-                on_click=AppState.next_question,
+                disabled=OverlayState.question_index >= OverlayState.question_count - 1,
+                on_click=OverlayState.next_question,
             ),
             align="center",
             spacing="2",
@@ -73,10 +73,10 @@ def _pager() -> rx.Component:
 
 
 def clarification_overlay() -> rx.Component:
-    question = AppState.current_question
-    busy = AppState.overlay_busy != ""
+    question = OverlayState.current_question
+    busy = OverlayState.overlay_busy != ""
     return rx.cond(
-        AppState.has_bundle,
+        OverlayState.has_bundle,
         rx.box(
             rx.flex(
                 rx.flex(
@@ -117,7 +117,7 @@ def clarification_overlay() -> rx.Component:
             ),
             rx.text_area(
                 value=question.text,
-                on_change=lambda value: AppState.set_answer_text(question.message_id, value),
+                on_change=lambda value: OverlayState.set_answer_text(question.message_id, value),
                 placeholder=rx.cond(
                     question.options.length() > 0,
                     "Add details, or answer in your own words…",
@@ -131,9 +131,9 @@ def clarification_overlay() -> rx.Component:
                 size="2",
             ),
             rx.cond(
-                AppState.overlay_error != "",
+                OverlayState.overlay_error != "",
                 rx.callout(
-                    AppState.overlay_error,
+                    OverlayState.overlay_error,
                     icon="triangle-alert",
                     color_scheme="red",
                     size="1",
@@ -147,18 +147,18 @@ def clarification_overlay() -> rx.Component:
                     variant="soft",
                     color_scheme="gray",
                     size="2",
-                    loading=AppState.overlay_busy == "skip",
+                    loading=OverlayState.overlay_busy == "skip",
                     disabled=busy,
-                    on_click=AppState.skip_question,
+                    on_click=OverlayState.skip_question,
                 ),
                 rx.button(
                     rx.icon("send-horizontal", size=14),
                     "Submit answer",
                     type="button",
                     size="2",
-                    loading=AppState.overlay_busy == "submit",
-                    disabled=busy | ~AppState.can_submit,
-                    on_click=AppState.submit_answer,
+                    loading=OverlayState.overlay_busy == "submit",
+                    disabled=busy | ~OverlayState.can_submit,
+                    on_click=OverlayState.submit_answer,
                 ),
                 justify="end",
                 spacing="2",

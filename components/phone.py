@@ -13,6 +13,7 @@ import reflex as rx
 
 from components.theme import BOTTOM_NAV_HEIGHT, DIVIDER, brand_mark, space
 from state.app_state import AppState
+from state.task_list import TaskListState
 
 
 def _nav_button(label: str, icon: str, **props: Any) -> rx.Component:
@@ -56,7 +57,7 @@ def bottom_nav(sheet: Any, kind: str) -> rx.Component:
         _nav_button(
             "New task",
             "square-plus",
-            on_click=AppState.set_new_task_open(True),
+            on_click=TaskListState.set_new_task_open(True),
             color=rx.color("gray", 11),
             id="nav-new-task",
         ),
@@ -110,7 +111,7 @@ def tablet_nav(sheet: Any, kind: str) -> rx.Component:
             "New task",
             type="button",
             size="2",
-            on_click=AppState.set_new_task_open(True),
+            on_click=TaskListState.set_new_task_open(True),
             id="tablet-nav-new-task",
         ),
         aria_label="Tablet navigation",

@@ -7,6 +7,8 @@ import reflex as rx
 
 from components.theme import DIVIDER, pending_icon, space
 from state.app_state import AppState
+from state.navigation import NavigationState
+from state.session_view import SessionViewState
 from state.ui_models import SessionTab
 
 
@@ -33,7 +35,7 @@ def _tab(tab: rx.Var[SessionTab]) -> rx.Component:
         id=f"session-tab-{tab.id}",
         aria_selected=rx.cond(selected, "true", "false"),
         aria_label=f"{tab.label} ({tab.state_label})",
-        on_click=AppState.open_session(tab.id),
+        on_click=NavigationState.open_session(tab.id),
         display="flex",
         align_items="center",
         gap=space(2),
@@ -55,7 +57,7 @@ def _tab(tab: rx.Var[SessionTab]) -> rx.Component:
 
 def session_tabs() -> rx.Component:
     return rx.flex(
-        rx.foreach(AppState.tabs, _tab),
+        rx.foreach(SessionViewState.tabs, _tab),
         role="tablist",
         aria_label="Sessions",
         spacing="1",

@@ -15,6 +15,8 @@ import reflex as rx
 
 from components.theme import DIVIDER, brand_mark, pending_icon, section_label, space, state_icon
 from state.app_state import AppState
+from state.navigation import NavigationState
+from state.task_list import TaskListState
 from state.ui_models import StepGroup, TaskRow
 
 
@@ -26,7 +28,7 @@ def task_row(
 ) -> rx.Component:
     """One task: state icon, title, workspace; the question icon when something waits."""
     active = AppState.active_task_id == task.id
-    handler = on_click(task.id) if on_click is not None else AppState.activate_task(task.id)
+    handler = on_click(task.id) if on_click is not None else NavigationState.activate_task(task.id)
     return rx.el.button(
         rx.box(
             rx.cond(
@@ -120,7 +122,7 @@ def task_groups(
                 AppState.rows.length() > 0,
                 rx.flex(
                     rx.foreach(
-                        AppState.groups,
+                        TaskListState.groups,
                         lambda g: step_section(g, id_prefix=id_prefix, on_click=on_click),
                     ),
                     direction="column",
@@ -184,7 +186,7 @@ def sidebar_header(kind: str) -> rx.Component:
                 "New task",
                 size="2",
                 variant="soft",
-                on_click=AppState.set_new_task_open(True),
+                on_click=TaskListState.set_new_task_open(True),
                 id="new-task-button",
             ),
             align="center",
@@ -210,12 +212,12 @@ def sidebar(kind: str) -> rx.Component:
         rx.box(sidebar_header(kind), display=rx.breakpoints(initial="none", md="block")),
         rx.box(
             rx.cond(
-                AppState.pending_count > 0,
+                TaskListState.pending_count > 0,
                 rx.callout(
                     rx.cond(
-                        AppState.pending_count == 1,
+                        TaskListState.pending_count == 1,
                         "1 task waits for your answer",
-                        f"{AppState.pending_count} tasks wait for your answer",
+                        f"{TaskListState.pending_count} tasks wait for your answer",
                     ),
                     icon="circle-help",
                     color_scheme="amber",

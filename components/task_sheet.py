@@ -24,17 +24,8 @@ import reflex as rx
 
 from components.sidebar import task_groups
 from components.theme import space
-from state.app_state import AppState, drive_activation
-from state.live import INFLIGHT
-
-
-async def _app_of(owner: Any) -> Any:
-    return await owner.get_state(AppState)
-
-
-def _close_if_mine(owner: Any, sheet_id: str) -> None:
-    if sheet_id == owner.get_full_name():
-        owner.open = False
+from state.activation_driver import drive_activation
+from state.app_state import AppState
 
 
 class TaskSheet(rx.ComponentState):
@@ -42,41 +33,32 @@ class TaskSheet(rx.ComponentState):
 
     open: bool = False
 
+    def _close_if_mine(self, sheet_id: str) -> None:
+        """The activation's ``CloseSheet`` effect: only the sheet it names closes."""
+        if sheet_id == self.get_full_name():
+            self.open = False
+
     @rx.event
     async def mounted(self) -> None:
-        app = await self.get_state(AppState)
-        app._activation().mount_sheet(self.get_full_name())
-        app._touch_flow()
+        (await self.get_state(AppState)).mount_sheet(self.get_full_name())
 
     @rx.event
     async def unmounted(self) -> None:
         """The sheet left the page: its in-flight choice becomes inert and its load aborts."""
-        app = await self.get_state(AppState)
-        generation = app._activation().unmount_sheet(self.get_full_name())
-        app._touch_flow()
-        if generation is not None:
-            INFLIGHT.abort(app._client_token(), [generation])
+        (await self.get_state(AppState)).leave_sheet(self.get_full_name(), unmounted=True)
         self.open = False
 
     @rx.event
     async def set_open(self, value: bool) -> None:
         self.open = value
         if not value:
-            app = await self.get_state(AppState)
-            generation = app._activation().close_sheet(self.get_full_name())
-            app._touch_flow()
-            if generation is not None:
-                INFLIGHT.abort(app._client_token(), [generation])
+            (await self.get_state(AppState)).leave_sheet(self.get_full_name(), unmounted=False)
 
     @rx.event(background=True)
     async def pick(self, task_id: str) -> Any:
         """A task row of this sheet: the shared activation, with this sheet as the surface."""
         async for event in drive_activation(
-            self,
-            task_id,
-            self.get_full_name(),
-            app_of=_app_of,
-            close_sheet=_close_if_mine,
+            self, task_id, self.get_full_name(), close_sheet=self._close_if_mine
         ):
             yield event
 

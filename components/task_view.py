@@ -16,6 +16,8 @@ from components.session_tabs import session_tabs
 from components.theme import badge, space, state_icon
 from components.transcript import chat_notice, transcript
 from state.app_state import AppState
+from state.session_view import SessionViewState
+from state.task_list import TaskListState
 
 
 def task_header() -> rx.Component:
@@ -65,7 +67,7 @@ def task_header() -> rx.Component:
             rx.text("New session", display=rx.breakpoints(initial="none", sm="inline")),
             size="2",
             variant="soft",
-            on_click=AppState.toggle_start,
+            on_click=SessionViewState.toggle_start,
             aria_label="New session",
             id="new-session-button",
         ),
@@ -107,7 +109,7 @@ def no_session_body() -> rx.Component:
         "messages-square",
         "No session selected",
         rx.cond(
-            AppState.tabs.length() > 0,
+            SessionViewState.tabs.length() > 0,
             rx.cond(
                 AppState.active_task.pending_action != "",
                 "A session of this task is waiting for you. Pick a session above.",
@@ -116,11 +118,11 @@ def no_session_body() -> rx.Component:
             "This task has no sessions yet. Start one to hand it to an agent.",
         ),
         rx.cond(
-            ~AppState.start_open,
+            ~SessionViewState.start_open,
             rx.button(
                 rx.icon("play", size=14),
                 "Start a session",
-                on_click=AppState.set_start_open(True),
+                on_click=SessionViewState.set_start_open(True),
                 variant="soft",
             ),
         ),
@@ -153,7 +155,7 @@ def task_view(with_session: bool) -> rx.Component:
         rx.flex(
             task_header(),
             session_tabs(),
-            rx.cond(AppState.start_open, start_session_form()),
+            rx.cond(SessionViewState.start_open, start_session_form()),
             body,
             direction="column",
             flex="1",
@@ -173,7 +175,7 @@ def home_body() -> rx.Component:
         "mouse-pointer-click",
         "Pick a task",
         rx.cond(
-            AppState.pending_count > 0,
+            TaskListState.pending_count > 0,
             "Tasks with a question mark are waiting for your answer.",
             "Choose a task on the left to see its sessions.",
         ),

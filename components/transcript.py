@@ -6,7 +6,7 @@ from __future__ import annotations
 import reflex as rx
 
 from components.theme import badge, space
-from state.app_state import AppState
+from state.session_view import SessionViewState
 from state.ui_models import MessageItem
 
 
@@ -115,14 +115,14 @@ def transcript() -> rx.Component:
     return rx.auto_scroll(
         rx.flex(
             rx.cond(
-                AppState.view_loading & (AppState.messages.length() == 0),
+                SessionViewState.view_loading & (SessionViewState.messages.length() == 0),
                 rx.center(rx.spinner(size="3"), padding=space(6), role="status"),
                 rx.cond(
-                    AppState.messages.length() == 0,
+                    SessionViewState.messages.length() == 0,
                     rx.text("No messages yet.", size="2", color_scheme="gray", padding=space(4)),
                 ),
             ),
-            rx.foreach(AppState.messages, message_row),
+            rx.foreach(SessionViewState.messages, message_row),
             direction="column",
             spacing="3",
             padding_x=rx.breakpoints(initial=space(3), md=space(5)),
@@ -143,11 +143,11 @@ def transcript() -> rx.Component:
 
 def chat_notice() -> rx.Component:
     return rx.cond(
-        AppState.chat_notice != "",
+        SessionViewState.chat_notice != "",
         rx.box(
             rx.callout.root(
                 rx.callout.icon(rx.icon("info", size=16)),
-                rx.callout.text(AppState.chat_notice),
+                rx.callout.text(SessionViewState.chat_notice),
                 color_scheme="amber",
                 size="1",
                 variant="surface",

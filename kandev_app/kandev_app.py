@@ -21,9 +21,9 @@ from backend.api.app import create_api
 from backend.db.engine import get_engine
 from backend.runtime import Runtime
 from components.layout import page, sheets_test_page
-from state.app_state import AppState
 from state.backend_ref import set_connection_probe, set_runtime, set_state_access
 from state.live import WATCHERS
+from state.navigation import NavigationState
 
 _DESCRIPTION = "Hand tasks to coding agents and answer the questions they ask."
 
@@ -93,7 +93,7 @@ for _component, _route, _title in (
         route=_route,
         title=_title,
         description=_DESCRIPTION,
-        on_load=AppState.load_page,
+        on_load=NavigationState.load_page,
     )
 
 if runtime.settings.test_api:
@@ -102,5 +102,5 @@ if runtime.settings.test_api:
         sheets_test_page,
         route="/testing/sheets",
         title="Sheets (test) · Kandev",
-        on_load=AppState.load_page,
+        on_load=NavigationState.load_page,
     )

@@ -188,7 +188,7 @@ async def start_session(task_id: str, prompt_text: str) -> dict[str, Any]:
     )
 
 
-async def create_task(title: str, description: str, workspace_id: str | None) -> dict[str, Any]:
+async def new_task(title: str, description: str, workspace_id: str | None) -> dict[str, Any]:
     body = CreateTaskBody.model_validate(
         {"title": title, "description": description, "workspace_id": workspace_id or None}
     )
@@ -213,10 +213,10 @@ __all__ = [
     "boot",
     "bundles",
     "caller",
-    "create_task",
     "describe",
     "messages",
     "move_task",
+    "new_task",
     "prompt",
     "respond",
     "session_view",

@@ -1,24 +1,27 @@
-"""``backend/`` imports run one way: no module cycle (issue #17). A cycle means two modules
-each need the other's internals; the orchestrator's parts get their collaborators injected
-instead (docs/architecture.md)."""
+"""Imports run one way in ``backend/``, ``state/`` and ``components/``: no module cycle (issue
+#17). A cycle means two modules each need the other's internals; the orchestrator's parts get
+their collaborators injected instead, and the UI's panel substates come before the workspace
+that coordinates them (docs/architecture.md)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-BACKEND = Path(__file__).resolve().parents[2] / "backend"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _module_name(path: Path) -> str:
-    parts = path.relative_to(BACKEND.parent).with_suffix("").parts
+    parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module → the ``backend`` modules it imports (type-checking imports included: a cycle
-    hidden behind ``TYPE_CHECKING`` is still a cycle in the design)."""
-    files = {_module_name(path): path for path in BACKEND.rglob("*.py")}
+def import_graph(package: str = "backend") -> dict[str, set[str]]:
+    """Module → the modules of ``package`` it imports (type-checking imports included: a
+    cycle hidden behind ``TYPE_CHECKING`` is still a cycle in the design)."""
+    files = {_module_name(path): path for path in (ROOT / package).rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in files}
     for name, path in files.items():
         for node in ast.walk(ast.parse(path.read_text())):
@@ -90,3 +93,16 @@ def test_orchestrator_parts_never_import_the_service() -> None:
     graph = import_graph()
     parts = [name for name in graph if name.startswith("backend.orchestrator.")]
     assert [p for p in parts if "backend.orchestrator.service" in graph[p]] == []
+
+
+@pytest.mark.parametrize("package", ["state", "components"])
+def test_the_ui_has_no_import_cycle(package: str) -> None:
+    graph = import_graph(package)
+    assert len(graph) > 5  # the graph is real
+    assert cycles(graph) == []
+
+
+def test_the_panels_never_import_the_workspace() -> None:
+    graph = import_graph("state")
+    panels = ["app_state", "task_list", "board", "session_view", "composer", "overlay"]
+    assert [p for p in panels if "state.workspace" in graph[f"state.{p}"]] == []
