@@ -33,7 +33,7 @@ def get_runtime() -> Runtime:
 
 def set_connection_probe(probe: Callable[[str], bool]) -> None:
     """How live-update watchers learn that their browser tab went away (see
-    ``state.watchers``); the app registers Reflex's socket table here."""
+    ``state.watcher``); the app registers Reflex's socket table here."""
     global _connected
     _connected = probe
 
