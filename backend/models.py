@@ -222,12 +222,14 @@ class TaskStatusSummary(SQLModel, table=True):
 
 
 class KandevMeta(SQLModel, table=True):
-    """Durable counters, such as the projection epoch allocated at every backend start."""
+    """Durable per-database values: counters such as the projection epoch allocated at every
+    backend start, and the key agent credentials are derived from."""
 
     __tablename__ = "kandev_meta"
 
     key: str = Field(primary_key=True, max_length=64)
     int_value: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    text_value: str | None = Field(default=None, max_length=128)
 
 
 __all__ = [

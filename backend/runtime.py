@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
+from backend.agent_credentials import AgentCredentials
 from backend.agentctl.client import AgentctlClient
 from backend.clarifications.respond import Responder
 from backend.clarifications.waiters import WaiterRegistry
@@ -23,6 +24,7 @@ from backend.db.bounded import drain
 from backend.errors import DomainError
 from backend.events import EventBus, InMemoryEventBus
 from backend.events.publisher import EventPublisher
+from backend.orchestrator.dispatch import AgentChannel
 from backend.orchestrator.service import Orchestrator, PromptDispatcher
 from backend.projections.revision import RevisionClock
 from backend.projections.summaries import TaskSummaries
@@ -64,12 +66,14 @@ class Runtime:
                 settings.agentctl_url, ack_timeout_s=settings.agentctl_ack_timeout_s
             )
             dispatcher = self._owned_client
+        #: Read at start (before recovery, which may resume answers to agents).
+        self.credentials = AgentCredentials()
         self.orchestrator = Orchestrator(
             engine,
             dispatcher,
             self.events,
             self.waiters,
-            callback_url=settings.public_url,
+            channel=AgentChannel(settings.public_url, self.credentials),
             watchdog_delay_s=settings.primary_answer_watchdog_s,
             ack_timeout_s=settings.agentctl_ack_timeout_s,
         )
@@ -101,6 +105,7 @@ class Runtime:
         # name tasks whose summaries it re-derives): a cache repairer, not admitted work.
         await self.projector.start()
         try:
+            await self.credentials.load(self.engine)
             await recover(self.engine, self.bus)
             clock = await RevisionClock.start(self.engine)
         except BaseException:

@@ -45,3 +45,4 @@ class PendingAction(StrEnum):
 
 class MetaKey(StrEnum):
     PROJECTION_EPOCH = "projection_epoch"
+    AGENT_CREDENTIAL_KEY = "agent_credential_key"

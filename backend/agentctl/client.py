@@ -31,13 +31,15 @@ DEFAULT_ACK_TIMEOUT_S = 10.0
 
 @dataclass(frozen=True, slots=True)
 class PromptRequest:
-    """The body of ``POST /v1/prompts``; ``answer`` is set when resuming a detached bundle."""
+    """The body of ``POST /v1/prompts``; ``agent_token`` is the session's credential for the
+    callbacks, ``answer`` is set when resuming a detached bundle."""
 
     session_id: str
     turn_id: str
     prompt_generation: int
     content: str
     callback_url: str
+    agent_token: str
     answer: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:

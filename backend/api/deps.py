@@ -30,6 +30,12 @@ async def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
 CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
+def require_agent(session_id: str, request: Request, runtime: RuntimeDep) -> None:
+    """Agent callbacks carry the session's own credential (``backend/agent_credentials.py``):
+    401 before anything is read or written."""
+    runtime.credentials.check(session_id, bearer_token(request.headers.get("authorization")))
+
+
 async def client_gone(request: Request) -> None:
     """Returns when the HTTP client disconnects (used by long-polls)."""
     while True:

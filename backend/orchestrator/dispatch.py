@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from backend.agent_credentials import AgentCredentials
 from backend.agentctl.client import PromptRequest
 from backend.orchestrator.admission import AdmittedTurn
 
@@ -15,6 +17,28 @@ class PromptDispatcher:
 
     async def dispatch_prompt(self, prompt: PromptRequest) -> None:  # pragma: no cover
         raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class AgentChannel:
+    """How a dispatched prompt tells the agent where to call back, and with which credential
+    (the session's own: ``backend/agent_credentials.py``)."""
+
+    callback_url: str
+    credentials: AgentCredentials
+
+    def prompt(
+        self, turn: AdmittedTurn, content: str, answer: dict[str, Any] | None = None
+    ) -> PromptRequest:
+        return PromptRequest(
+            session_id=turn.session_id,
+            turn_id=turn.turn_id,
+            prompt_generation=turn.prompt_generation,
+            content=content,
+            callback_url=self.callback_url,
+            agent_token=self.credentials.token_for(turn.session_id),
+            answer=answer,
+        )
 
 
 def turn_data(turn: AdmittedTurn) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
-from backend.agentctl.client import PromptRequest
 from backend.agentctl.errors import PromptNotAcknowledged, PromptRejected
 from backend.clarifications.claims import Released
 from backend.db.bounded import bounded
@@ -41,7 +40,7 @@ from backend.events import Event
 from backend.events.publisher import EventPublisher
 from backend.orchestrator import reservations
 from backend.orchestrator.admission import AdmittedTurn, admit_prompt
-from backend.orchestrator.dispatch import PromptDispatcher, turn_data
+from backend.orchestrator.dispatch import AgentChannel, PromptDispatcher, turn_data
 from backend.orchestrator.expectation import AnswerExpectation
 
 log = logging.getLogger(__name__)
@@ -95,14 +94,14 @@ class DetachedResume:
         engine: AsyncEngine,
         dispatcher: PromptDispatcher,
         events: EventPublisher,
-        callback_url: str,
+        channel: AgentChannel,
         complete_turn: TurnCompleter,
         dispatch_bound_s: float,
     ) -> None:
         self.engine = engine
         self.dispatcher = dispatcher
         self.events = events
-        self.callback_url = callback_url
+        self.channel = channel
         self.complete_turn = complete_turn
         self.dispatch_bound_s = dispatch_bound_s
         #: Reservations of this process not yet resolved, by turn id: ready handling wakes up
@@ -169,14 +168,7 @@ class DetachedResume:
         self, admitted: AdmittedTurn, answer: dict[str, Any], ticket: DispatchTicket
     ) -> str:
         """Runs shielded: the dispatch call and the settling of its outcome are one unit."""
-        request = PromptRequest(
-            session_id=admitted.session_id,
-            turn_id=admitted.turn_id,
-            prompt_generation=admitted.prompt_generation,
-            content="(answer to the agent's question)",
-            callback_url=self.callback_url,
-            answer=answer,
-        )
+        request = self.channel.prompt(admitted, "(answer to the agent's question)", answer)
         ticket.phase = Phase.DISPATCHING
         try:
             await self.dispatcher.dispatch_prompt(request)

@@ -18,7 +18,6 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
-from backend.agentctl.client import PromptRequest
 from backend.agentctl.errors import PromptDispatchError
 from backend.authority.sql import TERMINAL_STATES
 from backend.clarifications.store import Question, expire_current_turn
@@ -39,7 +38,7 @@ from backend.orchestrator.admission import (
     require_current,
 )
 from backend.orchestrator.completion import TurnCompletion
-from backend.orchestrator.dispatch import PromptDispatcher, turn_data
+from backend.orchestrator.dispatch import AgentChannel, PromptDispatcher, turn_data
 from backend.orchestrator.live import ClarificationResult, LiveClarifications
 from backend.orchestrator.resume import DetachedResume
 from backend.orchestrator.watchdog import PrimaryAnswerWatchdog
@@ -58,7 +57,7 @@ class Orchestrator:
         dispatcher: PromptDispatcher,
         events: EventPublisher,
         waiters: WaiterRegistry,
-        callback_url: str,
+        channel: AgentChannel,
         watchdog_delay_s: float = 30.0,
         ack_timeout_s: float = 10.0,
     ) -> None:
@@ -66,14 +65,14 @@ class Orchestrator:
         self.dispatcher = dispatcher
         self.events = events
         self.waiters = waiters
-        self.callback_url = callback_url
+        self.channel = channel
         #: A dispatch plus the settling of its outcome: the acknowledgement deadline and a few
         #: bounded writes.
         self.dispatch_bound_s = ack_timeout_s + 3 * BOUNDED_WRITE_S
         #: How long a ready event waits for an overlapping reservation to resolve.
         self.reservation_wait_s = ack_timeout_s + 2 * BOUNDED_WRITE_S
         self.resume = DetachedResume(
-            engine, dispatcher, events, callback_url, self.turn_complete, self.dispatch_bound_s
+            engine, dispatcher, events, channel, self.turn_complete, self.dispatch_bound_s
         )
         self.watchdog = PrimaryAnswerWatchdog(engine, self.resume.run, watchdog_delay_s)
         self.completion = TurnCompletion(
@@ -175,13 +174,7 @@ class Orchestrator:
             await self.events.message("session.message.added", user_message)
         except Exception as error:
             log.warning("turn %s not announced: %r", admitted.turn_id, error)
-        request = PromptRequest(
-            session_id=admitted.session_id,
-            turn_id=admitted.turn_id,
-            prompt_generation=admitted.prompt_generation,
-            content=content,
-            callback_url=self.callback_url,
-        )
+        request = self.channel.prompt(admitted, content)
         try:
             await self.dispatcher.dispatch_prompt(request)
         except PromptDispatchError as error:

@@ -36,6 +36,11 @@ class Callback:
     status_code: int = 200
 
 
+def token_of(session_id: str) -> str:
+    """The credential the fake backend expects from the agent of ``session_id``."""
+    return f"credential-of-{session_id}"
+
+
 @dataclass
 class FakeBackend:
     """Records the agent's callbacks; tests decide how clarifications end."""
@@ -68,7 +73,12 @@ class FakeBackend:
         app = FastAPI()
         base = "/api/v1/_agent/sessions/{session_id}"
 
-        def refused(kind: str, session_id: str, body: dict[str, Any]) -> JSONResponse | None:
+        def refused(
+            kind: str, session_id: str, body: dict[str, Any], request: Request
+        ) -> JSONResponse | None:
+            if request.headers.get("authorization") != f"Bearer {token_of(session_id)}":
+                self.callbacks.append(Callback(kind, session_id, body, status_code=401))
+                return JSONResponse({"error": "unauthorized"}, status_code=401)
             if session_id not in self.superseded:
                 return None
             self.callbacks.append(Callback(kind, session_id, body, status_code=409))
@@ -77,7 +87,7 @@ class FakeBackend:
         @app.post(base + "/messages")
         async def message(session_id: str, request: Request) -> JSONResponse:
             body = await request.json()
-            if (refusal := refused("message", session_id, body)) is not None:
+            if (refusal := refused("message", session_id, body, request)) is not None:
                 return refusal
             self.callbacks.append(Callback("message", session_id, body, status_code=201))
             return JSONResponse({"message_id": uuid.uuid4().hex}, status_code=201)
@@ -85,7 +95,7 @@ class FakeBackend:
         @app.post(base + "/clarifications")
         async def clarification(session_id: str, request: Request) -> JSONResponse:
             body = await request.json()
-            if (refusal := refused("clarification", session_id, body)) is not None:
+            if (refusal := refused("clarification", session_id, body, request)) is not None:
                 return refusal
             self.callbacks.append(Callback("clarification", session_id, body))
             detached = {"outcome": "detached", "pending_id": f"p-{session_id}"}
@@ -104,7 +114,7 @@ class FakeBackend:
         @app.post(base + "/turns/{turn_id}/complete")
         async def complete(session_id: str, turn_id: str, request: Request) -> JSONResponse:
             body = await request.json()
-            if (refusal := refused("complete", session_id, body)) is not None:
+            if (refusal := refused("complete", session_id, body, request)) is not None:
                 return refusal
             self.callbacks.append(Callback("complete", session_id, body, turn_id=turn_id))
             return JSONResponse({})
@@ -150,5 +160,6 @@ def make_prompt(
         prompt_generation=generation,
         content=content,
         callback_url=backend.url,
+        agent_token=token_of(session_id),
         answer=answer,
     )

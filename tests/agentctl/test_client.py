@@ -17,7 +17,7 @@ from backend.agentctl import (
     PromptTransportError,
 )
 
-REQUEST = PromptRequest("s1", "t1", 4, "hello", "http://backend")
+REQUEST = PromptRequest("s1", "t1", 4, "hello", "http://backend", "secret-s1")
 
 
 def _client(handler: Callable[[httpx.Request], httpx.Response]) -> AgentctlClient:
@@ -33,13 +33,16 @@ async def test_202_accepted_returns_and_sends_the_protocol_body() -> None:
 
     async with _client(handler) as client:
         await client.dispatch_prompt(REQUEST)
-        await client.dispatch_prompt(PromptRequest("s1", "t2", 5, "", "http://backend", {"a": 1}))
+        await client.dispatch_prompt(
+            PromptRequest("s1", "t2", 5, "", "http://backend", "secret-s1", {"a": 1})
+        )
     assert seen[0] == {
         "session_id": "s1",
         "turn_id": "t1",
         "prompt_generation": 4,
         "content": "hello",
         "callback_url": "http://backend",
+        "agent_token": "secret-s1",
     }
     assert seen[1]["answer"] == {"a": 1}
 

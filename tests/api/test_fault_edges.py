@@ -104,9 +104,10 @@ async def test_predecessor_ready_during_a_reservation_cannot_move_the_task(live)
 
     failpoints.configure("ready.awaits_reservation", "delay")
     late = asyncio.create_task(
-        live.http.post(
-            f"/api/v1/_agent/sessions/{session}/turns/{asking['id']}/complete",
-            json={"prompt_generation": 1, "status": "completed"},
+        live.as_agent(
+            session,
+            f"turns/{asking['id']}/complete",
+            {"prompt_generation": 1, "status": "completed"},
         )
     )
     await eventually(lambda: failpoint_hits("ready.awaits_reservation"), lambda n: n >= 1)
@@ -142,9 +143,8 @@ async def test_stale_ready_after_an_ordinary_successor_changes_nothing(live):
     assert p.status_code == 202
     await eventually(lambda: failpoint_hits("clarification.before_store"), lambda n: n >= 1)
 
-    late = await live.http.post(
-        f"/api/v1/_agent/sessions/{session}/turns/{first['id']}/complete",
-        json={"prompt_generation": 1, "status": "completed"},
+    late = await live.as_agent(
+        session, f"turns/{first['id']}/complete", {"prompt_generation": 1, "status": "completed"}
     )
     assert (late.status_code, late.json()) == (200, {"applied": False})
     assert (await session_of(live, task, session))["state"] == "RUNNING"
@@ -164,9 +164,10 @@ async def test_rollback_gives_the_session_back_to_its_predecessor(live):
     s, ts, _ = await stored(live, session)
     assert (s.prompt_generation, [t.prompt_generation for t in ts]) == (1, [1])
 
-    m = await live.http.post(
-        f"/api/v1/_agent/sessions/{session}/messages",
-        json={"turn_id": asking, "prompt_generation": 1, "content": "predecessor output"},
+    m = await live.as_agent(
+        session,
+        "messages",
+        {"turn_id": asking, "prompt_generation": 1, "content": "predecessor output"},
     )
     assert m.status_code == 201
     failpoints.clear("clarification.before_pause")
@@ -333,14 +334,12 @@ async def test_watchdog_cancelled_between_reservation_and_attempt_mark_rolls_bac
     assert (s.prompt_generation, len(ts)) == (1, 1)
     assert s.state == "RUNNING"  # the agent still owns its turn, as before the reservation
     (first,) = ts
-    act = await live.http.post(
-        f"/api/v1/_agent/sessions/{session}/messages",
-        json={"turn_id": first.id, "prompt_generation": 1, "content": "still here"},
+    act = await live.as_agent(
+        session, "messages", {"turn_id": first.id, "prompt_generation": 1, "content": "still here"}
     )
     assert act.status_code == 201  # the predecessor owns the session again
-    await live.http.post(
-        f"/api/v1/_agent/sessions/{session}/turns/{first.id}/complete",
-        json={"prompt_generation": 1, "status": "completed"},
+    await live.as_agent(
+        session, f"turns/{first.id}/complete", {"prompt_generation": 1, "status": "completed"}
     )
     p = await live.http.post(f"/api/v1/task-sessions/{session}/prompt", json={"content": "hi"})
     assert p.status_code == 202
@@ -412,9 +411,8 @@ async def test_a_claimed_bundle_keeps_the_task_in_its_step(live):
     responding = asyncio.create_task(respond(live, bundle["pending_id"], answer_all(bundle)))
     await eventually(lambda: failpoint_hits("respond.after_claim"), lambda n: n >= 1)
 
-    ready = await live.http.post(
-        f"/api/v1/_agent/sessions/{session}/turns/{asking['id']}/complete",
-        json={"prompt_generation": 1, "status": "completed"},
+    ready = await live.as_agent(
+        session, f"turns/{asking['id']}/complete", {"prompt_generation": 1, "status": "completed"}
     )
     assert ready.json() == {"applied": True}
     assert await step_of(live, steps, task) == "In Progress"

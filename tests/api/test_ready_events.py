@@ -88,9 +88,7 @@ async def test_generationless_ready_event_is_dropped_without_changing_anything(l
     responding = asyncio.create_task(respond(live, bundle["pending_id"], answer_all(bundle)))
     await eventually(lambda: failpoint_hits("resume.after_attempt_mark"), lambda n: n >= 1)
 
-    late = await live.http.post(
-        f"/api/v1/_agent/sessions/{session}/turns/{asking}/complete", json={"status": "completed"}
-    )
+    late = await live.as_agent(session, f"turns/{asking}/complete", {"status": "completed"})
     assert late.status_code == 400  # no generation: it cannot be correlated, so it is refused
     failpoints.clear("resume.after_attempt_mark")
     assert (await responding)[0] == 500  # the agent refused: the reservation rolls back

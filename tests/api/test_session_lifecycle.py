@@ -154,9 +154,8 @@ async def test_stale_agent_output_is_refused(live):
     (old_turn,) = await turns(live, session)
     await live.http.post(f"/api/v1/task-sessions/{session}/prompt", json={"content": "second"})
     await idle(live, task, session)
-    late = await live.http.post(
-        f"/api/v1/_agent/sessions/{session}/messages",
-        json={"turn_id": old_turn["id"], "prompt_generation": 1, "content": "late"},
+    late = await live.as_agent(
+        session, "messages", {"turn_id": old_turn["id"], "prompt_generation": 1, "content": "late"}
     )
     assert late.status_code == 409
     assert late.json()["error"] == "turn_not_current"

@@ -91,9 +91,10 @@ async def test_session_activity_cancels_the_watchdog_inside_its_fallback(live):
     (watchdog,) = live.runtime.orchestrator.watchdog._tasks[session]
 
     (turn,) = await turns(live, session)
-    late = await live.http.post(
-        f"/api/v1/_agent/sessions/{session}/messages",
-        json={"turn_id": turn["id"], "prompt_generation": 1, "content": "still here"},
+    late = await live.as_agent(
+        session,
+        "messages",
+        {"turn_id": turn["id"], "prompt_generation": 1, "content": "still here"},
     )
     assert late.status_code == 201  # the agent shows life
     await asyncio.wait({watchdog}, timeout=5)

@@ -39,6 +39,16 @@ class LiveApi:
         self.agent_url = agent_url
         self.events: list[Event] = []
 
+    async def as_agent(self, session_id: str, path: str, body: dict[str, Any]) -> httpx.Response:
+        """POST ``/api/v1/_agent/sessions/{session_id}/{path}`` as the session's own agent
+        (with its credential), the way the mock agent calls back."""
+        token = self.runtime.credentials.token_for(session_id)
+        return await self.http.post(
+            f"/api/v1/_agent/sessions/{session_id}/{path}",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
     async def dispatched(self, session_id: str) -> list[dict[str, Any]]:
         """Prompts the mock agent durably accepted for ``session_id``."""
         async with httpx.AsyncClient(base_url=self.agent_url, timeout=10) as agent:

@@ -46,6 +46,7 @@ class PromptBody(BaseModel):
     prompt_generation: int
     content: str
     callback_url: str = Field(min_length=1)
+    agent_token: str = Field(min_length=1)
     answer: dict[str, Any] | None = None
 
 

@@ -165,7 +165,12 @@ class Runner:
         delay = 0.1
         while True:
             try:
-                response = await self._http.post(url, json=body, timeout=read_timeout_s)
+                response = await self._http.post(
+                    url,
+                    json=body,
+                    headers={"Authorization": f"Bearer {job.agent_token}"},
+                    timeout=read_timeout_s,
+                )
                 break
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 if loop.time() + delay > deadline:

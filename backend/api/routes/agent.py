@@ -1,16 +1,19 @@
-"""Callbacks from agent executors (see docs/agent-protocol.md)."""
+"""Callbacks from agent executors (see docs/agent-protocol.md); each needs the session's
+agent credential."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
-from backend.api.deps import RuntimeDep, client_gone
+from backend.api.deps import RuntimeDep, client_gone, require_agent
 from backend.api.schemas import AgentClarificationBody, AgentMessageBody, AgentTurnCompleteBody
 from backend.clarifications.store import Question
 
-router = APIRouter(prefix="/api/v1/_agent", include_in_schema=False)
+router = APIRouter(
+    prefix="/api/v1/_agent", include_in_schema=False, dependencies=[Depends(require_agent)]
+)
 
 
 @router.post("/sessions/{session_id}/messages", status_code=201)

@@ -1,0 +1,69 @@
+"""Per-session agent credentials: only the agent Kandev launched for a session may speak for it.
+
+Every agent-facing route (``/api/v1/_agent/sessions/{session_id}/...``) requires
+``Authorization: Bearer <credential>`` where the credential is the session's own: an HMAC of the
+session id under a key generated once per database (migration 0003, ``kandev_meta``). So the
+credential needs no row of its own, is the same in every backend process and after restarts
+(a resumed answer reaches the agent that already holds it), and a credential of one session is
+worthless for another. The backend hands it to the agent with each prompt it dispatches
+(``agent_token``; docs/agent-protocol.md). Without it, anyone who can reach the port could post
+a question to a user and read the user's answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from backend.db.engine import read_tx
+from backend.db.tables import meta
+from backend.errors import DomainError
+from backend.vocabulary import MetaKey
+
+
+class AgentUnauthorized(DomainError):
+    """An agent call without the session's credential: 401, nothing read or written."""
+
+    status = 401
+    code = "unauthorized"
+
+
+class CredentialsNotLoaded(RuntimeError):
+    pass
+
+
+class AgentCredentials:
+    """Derives and checks the credentials; :meth:`load` reads the key at backend start."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self._key = key
+
+    async def load(self, engine: AsyncEngine) -> None:
+        async with read_tx(engine) as conn:
+            value = (
+                await conn.execute(
+                    select(meta.c.text_value).where(
+                        meta.c.key == MetaKey.AGENT_CREDENTIAL_KEY.value
+                    )
+                )
+            ).scalar_one_or_none()
+        if not value:
+            raise CredentialsNotLoaded("agent credential key missing; run the migrations first")
+        self._key = value.encode()
+
+    def token_for(self, session_id: str) -> str:
+        if self._key is None:
+            raise CredentialsNotLoaded("agent credentials are read at backend start")
+        digest = hmac.new(self._key, b"kandev-agent\x00" + session_id.encode(), hashlib.sha256)
+        return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+
+    def check(self, session_id: str, token: str | None) -> None:
+        """Raise :class:`AgentUnauthorized` unless ``token`` is ``session_id``'s credential."""
+        if token is None:
+            raise AgentUnauthorized("agent calls need the session's credential")
+        if not hmac.compare_digest(token.encode(), self.token_for(session_id).encode()):
+            raise AgentUnauthorized("this credential is not the session's")
