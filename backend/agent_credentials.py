@@ -1,13 +1,13 @@
 """Per-session agent credentials: only the agent Kandev launched for a session may speak for it.
 
-Every agent-facing route (``/api/v1/_agent/sessions/{session_id}/...``) requires
-``Authorization: Bearer <credential>`` where the credential is the session's own: an HMAC of the
-session id under a key generated once per database (migration 0003, ``kandev_meta``). So the
-credential needs no row of its own, is the same in every backend process and after restarts
-(a resumed answer reaches the agent that already holds it), and a credential of one session is
-worthless for another. The backend hands it to the agent with each prompt it dispatches
-(``agent_token``; docs/agent-protocol.md). Without it, anyone who can reach the port could post
-a question to a user and read the user's answer.
+Every agent-facing route (``/api/v1/_agent/sessions/{session_id}/...``, the MCP endpoint)
+requires ``Authorization: Bearer <credential>`` where the credential is the session's own: the
+session id and an HMAC of it under a key generated once per database (migration 0003,
+``kandev_meta``). So the credential needs no row of its own, is the same in every backend
+process and after restarts (a resumed answer reaches the agent that already holds it), and a
+credential of one session is worthless for another. The backend hands it to the agent with
+each prompt it dispatches (``agent_token``; docs/agent-protocol.md). Without it, anyone who can
+reach the port could post a question to a user and read the user's answer.
 """
 
 from __future__ import annotations
@@ -56,14 +56,24 @@ class AgentCredentials:
         self._key = value.encode()
 
     def token_for(self, session_id: str) -> str:
+        """``<session id>.<mac>``: it names its session (the MCP endpoint has no session in
+        its path) and proves it."""
         if self._key is None:
             raise CredentialsNotLoaded("agent credentials are read at backend start")
         digest = hmac.new(self._key, b"kandev-agent\x00" + session_id.encode(), hashlib.sha256)
-        return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+        mac = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+        return f"{session_id}.{mac}"
+
+    def session_of(self, token: str | None) -> str:
+        """The session ``token`` is the credential of; :class:`AgentUnauthorized` otherwise."""
+        if token is None:
+            raise AgentUnauthorized("agent calls need the session's credential")
+        session_id, dot, _mac = token.rpartition(".")
+        if not dot or not hmac.compare_digest(token.encode(), self.token_for(session_id).encode()):
+            raise AgentUnauthorized("this is not a session's agent credential")
+        return session_id
 
     def check(self, session_id: str, token: str | None) -> None:
         """Raise :class:`AgentUnauthorized` unless ``token`` is ``session_id``'s credential."""
-        if token is None:
-            raise AgentUnauthorized("agent calls need the session's credential")
-        if not hmac.compare_digest(token.encode(), self.token_for(session_id).encode()):
+        if self.session_of(token) != session_id:
             raise AgentUnauthorized("this credential is not the session's")

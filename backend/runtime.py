@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
 from backend.agent_credentials import AgentCredentials
+from backend.agent_tools import AgentTools
 from backend.agentctl.client import AgentctlClient
 from backend.clarifications.respond import Responder
 from backend.clarifications.waiters import WaiterRegistry
@@ -77,6 +78,8 @@ class Runtime:
             watchdog_delay_s=settings.primary_answer_watchdog_s,
             ack_timeout_s=settings.agentctl_ack_timeout_s,
         )
+        #: The MCP tools agents call (``ask_user_clarification``); mounted by the API.
+        self.agent_tools = AgentTools(engine, self.orchestrator, self.credentials)
         self.responder = Responder(
             engine, self.waiters, self.orchestrator, self.events, self.summaries
         )
@@ -108,6 +111,7 @@ class Runtime:
             await self.credentials.load(self.engine)
             await recover(self.engine, self.bus)
             clock = await RevisionClock.start(self.engine)
+            await self.agent_tools.start()
         except BaseException:
             await self.projector.stop()
             raise
@@ -116,6 +120,7 @@ class Runtime:
 
     async def stop(self) -> None:
         self._revisions = None
+        await self.agent_tools.stop()  # open tool calls end here: their bundles detach
         # Durable work shielded from cancelled requests (detach, pause, rollback, release)
         # finishes before the engine goes away.
         await drain()

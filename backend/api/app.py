@@ -17,6 +17,7 @@ from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from backend.agent_tools import MCP_PATH
 from backend.api.routes import (
     agent,
     clarifications,
@@ -154,6 +155,7 @@ def create_api(runtime: Runtime) -> FastAPI:
     api.include_router(clarifications.router)
     api.include_router(agent.router)
     api.include_router(events.router)
+    api.mount(MCP_PATH, runtime.agent_tools.asgi_app)
     if runtime.settings.test_api:
         api.include_router(testing.router)
     return api

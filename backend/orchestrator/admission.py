@@ -184,18 +184,7 @@ async def require_current(
     """The callback's turn, if it is still the session's current turn and generation
     (and, with ``open_turn``, not yet completed: a question asked in a turn that already
     ended — paused, or failed by start-up — would set a state nothing can finish)."""
-    ended = select(turns.c.completed_at.is_not(None)).where(turns.c.id == turn_id).scalar_subquery()
-    row = (
-        await conn.execute(
-            select(
-                sessions.c.task_id,
-                sessions.c.state,
-                sessions.c.prompt_generation,
-                current_turn_id(literal(session_id)),
-                ended,
-            ).where(sessions.c.id == session_id)
-        )
-    ).first()
+    row = await _session_and_turn(conn, session_id, literal(turn_id))
     if row is None:
         raise NotFound("no such session")
     task_id, state, current_generation, current, has_ended = row
@@ -204,6 +193,32 @@ async def require_current(
     if open_turn and has_ended:
         raise TurnNotCurrent("that turn has already ended")
     return AdmittedTurn(session_id, task_id, turn_id, generation)
+
+
+async def current_open_turn(conn: AsyncConnection, session_id: str) -> AdmittedTurn | None:
+    """The session's current turn with its generation, if that turn is still open (a
+    question may only join an open turn; :func:`require_current` re-checks it when storing)."""
+    row = await _session_and_turn(conn, session_id, current_turn_id(literal(session_id)))
+    if row is None or row.current is None or row.ended is None or row.ended:
+        return None
+    return AdmittedTurn(session_id, row.task_id, row.current, row.prompt_generation)
+
+
+async def _session_and_turn(conn: AsyncConnection, session_id: str, turn_id: Any) -> Any:
+    """The session's task, state, generation and current turn, and whether ``turn_id`` (an
+    SQL expression) has ended; ``None`` for an unknown session."""
+    ended = select(turns.c.completed_at.is_not(None)).where(turns.c.id == turn_id)
+    return (
+        await conn.execute(
+            select(
+                sessions.c.task_id,
+                sessions.c.state,
+                sessions.c.prompt_generation,
+                current_turn_id(literal(session_id)).label("current"),
+                ended.scalar_subquery().label("ended"),
+            ).where(sessions.c.id == session_id)
+        )
+    ).first()
 
 
 async def insert_message(
