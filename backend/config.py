@@ -26,6 +26,12 @@ class Settings(BaseSettings):
     #: The agent executor (agentctl) and how long a prompt may wait for its acknowledgement.
     agentctl_url: str = "http://127.0.0.1:8765"
     agentctl_ack_timeout_s: float = 10.0
+    #: An ACP agent profile (``backend/agents/profiles.py``: ``mock-acp``, ``claude-code``,
+    #: ``codex`` or one from ``agent_profiles``): prompts go to that agent over ACP instead
+    #: of the agentctl service. Unset: agentctl (the mock agent of ``scripts/run``).
+    agent: str | None = None
+    #: A JSON file of extra agent profiles.
+    agent_profiles: str | None = None
     #: How long a live answer may go without agent activity before it is re-sent as a prompt.
     primary_answer_watchdog_s: float = 30.0
     #: Test builds only: fault points and the mock agent's record under /api/v1/_test.

@@ -18,6 +18,8 @@ from backend import failpoints
 from backend.agent_credentials import AgentCredentials
 from backend.agent_tools import AgentTools
 from backend.agentctl.client import AgentctlClient
+from backend.agents.acp_executor import AcpExecutor
+from backend.agents.profiles import load_profiles
 from backend.clarifications.respond import Responder
 from backend.clarifications.waiters import WaiterRegistry
 from backend.config import Settings, get_settings
@@ -62,7 +64,17 @@ class Runtime:
         self.summaries = TaskSummaries(engine, self.bus)
         self.projector = SummaryProjector(engine, self.bus, self.summaries)
         self._owned_client: AgentctlClient | None = None
-        if dispatcher is None:
+        self._owned_executor: AcpExecutor | None = None
+        if dispatcher is None and settings.agent:
+            profiles = load_profiles(settings.agent_profiles)
+            if settings.agent not in profiles:
+                known = ", ".join(sorted(profiles))
+                raise ValueError(f"unknown agent profile {settings.agent!r} (known: {known})")
+            self._owned_executor = AcpExecutor(
+                profiles[settings.agent], start_timeout_s=settings.agentctl_ack_timeout_s
+            )
+            dispatcher = self._owned_executor
+        elif dispatcher is None:
             self._owned_client = AgentctlClient(
                 settings.agentctl_url, ack_timeout_s=settings.agentctl_ack_timeout_s
             )
@@ -78,6 +90,8 @@ class Runtime:
             watchdog_delay_s=settings.primary_answer_watchdog_s,
             ack_timeout_s=settings.agentctl_ack_timeout_s,
         )
+        if isinstance(dispatcher, PromptDispatcher):
+            dispatcher.attach(self.orchestrator)
         #: The MCP tools agents call (``ask_user_clarification``); mounted by the API.
         self.agent_tools = AgentTools(engine, self.orchestrator, self.credentials)
         self.responder = Responder(
@@ -128,6 +142,8 @@ class Runtime:
         await self.orchestrator.watchdog.shutdown()
         if self._owned_client is not None:
             await self._owned_client.aclose()
+        if self._owned_executor is not None:
+            await self._owned_executor.aclose()
         if self._owns_engine:
             await self.engine.dispose()
 

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from backend.agent_credentials import AgentCredentials
 from backend.agentctl.client import PromptRequest
 from backend.orchestrator.admission import AdmittedTurn
+
+
+class AgentSink(Protocol):
+    """Where an in-process executor delivers agent output (the orchestrator): the same calls
+    the agent protocol's HTTP callbacks make."""
+
+    async def agent_message(
+        self, session_id: str, turn_id: str, generation: int, content: str
+    ) -> Any: ...
+
+    async def turn_complete(
+        self, session_id: str, turn_id: str, generation: int, status: str
+    ) -> bool: ...
 
 
 class PromptDispatcher:
@@ -17,6 +30,10 @@ class PromptDispatcher:
 
     async def dispatch_prompt(self, prompt: PromptRequest) -> None:  # pragma: no cover
         raise NotImplementedError
+
+    def attach(self, sink: AgentSink) -> None:
+        """Executors that run agents in-process (ACP) deliver their output to ``sink``;
+        executors whose agents call back over HTTP ignore it."""
 
 
 @dataclass(frozen=True, slots=True)

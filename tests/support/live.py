@@ -17,6 +17,7 @@ from backend import failpoints
 from backend.api.app import create_api
 from backend.config import Settings
 from backend.events import Event
+from backend.orchestrator.dispatch import PromptDispatcher
 from backend.runtime import Runtime
 from tests.support.processes import free_port
 
@@ -80,8 +81,14 @@ class LiveApi:
 
 @asynccontextmanager
 async def live_api(
-    engine: AsyncEngine, agent_url: str, ack_timeout_s: float = 2.0, watchdog_s: float = 1.0
+    engine: AsyncEngine,
+    agent_url: str,
+    ack_timeout_s: float = 2.0,
+    watchdog_s: float = 1.0,
+    dispatcher: PromptDispatcher | None = None,
 ) -> AsyncIterator[LiveApi]:
+    """The API on a free port over ``engine``; prompts go to the agentctl service at
+    ``agent_url``, or to ``dispatcher`` (e.g. the ACP executor) when given."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     settings = Settings(
@@ -91,7 +98,7 @@ async def live_api(
         test_api=True,
         primary_answer_watchdog_s=watchdog_s,
     )
-    runtime = Runtime(engine, settings)
+    runtime = Runtime(engine, settings, dispatcher=dispatcher)
     await runtime.start()
     server = uvicorn.Server(
         uvicorn.Config(

@@ -1,0 +1,322 @@
+"""The ACP executor: runs an agent process per session and speaks the Agent Client Protocol
+(official ``agent-client-protocol`` SDK) over its stdio.
+
+It is a :class:`~backend.orchestrator.dispatch.PromptDispatcher`, so the prompt reservation,
+attempt marker and acknowledgement deadline apply unchanged; the ``session/prompt`` send is
+the dispatch. Per session: launch the profile's command → ``initialize`` → ``session/new``
+(with Kandev's MCP server and the session's credential, so the agent asks the user through
+``ask_user_clarification``) or ``session/load`` after a crash → one ``session/prompt`` per
+turn, sent only after the previous prompt ended (a newer turn cancels it first). Message
+chunks become the turn's transcript messages (grouped by ``messageId``); the stop reason
+completes the turn; a process that dies fails its turn with a message saying so.
+
+Acknowledgement: a prompt counts as taken once it is written to a live agent's stdin; if the
+process cannot be started or initialised in time, the prompt certainly was not taken
+(:class:`PromptRejected`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
+from acp.client.connection import ClientSideConnection
+from acp.schema import (
+    AgentMessageChunk,
+    ClientCapabilities,
+    DeniedOutcome,
+    HttpHeader,
+    HttpMcpServer,
+    RequestPermissionResponse,
+)
+
+from backend.agent_tools import MCP_PATH
+from backend.agentctl.client import PromptRequest
+from backend.agentctl.errors import PromptNotAcknowledged, PromptRejected
+from backend.agents.profiles import AgentProfile
+from backend.errors import DomainError
+from backend.orchestrator.dispatch import AgentSink, PromptDispatcher
+
+log = logging.getLogger(__name__)
+
+#: ACP lines can carry large content (files, images): the pipe reader's line limit.
+STDIO_LIMIT_BYTES = 50 * 1024 * 1024
+#: How long a cancelled prompt may take to end before the next one is sent anyway.
+CANCEL_GRACE_S = 5.0
+STDERR_LINES = 20
+#: How long a broken connection waits for the process's exit code (for the message).
+EXIT_GRACE_S = 1.0
+COMPLETED_STOPS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "cancelled"})
+
+
+@dataclass(slots=True)
+class _Turn:
+    request: PromptRequest
+    task: asyncio.Task[None] | None = None
+    chunks: list[str] = field(default_factory=list)
+    message_id: str | None = None
+
+
+@dataclass(slots=True)
+class _Agent:
+    """One session's agent process and its ACP session."""
+
+    session_id: str
+    process: asyncio.subprocess.Process
+    conn: ClientSideConnection | None = None
+    acp_session_id: str = ""
+    can_load: bool = False
+    turn: _Turn | None = None
+    stderr: collections.deque[str] = field(
+        default_factory=lambda: collections.deque(maxlen=STDERR_LINES)
+    )
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    stderr_reader: asyncio.Task[None] | None = None
+
+
+class AcpExecutor(PromptDispatcher):
+    def __init__(self, profile: AgentProfile, *, start_timeout_s: float = 10.0) -> None:
+        self.profile = profile
+        self.start_timeout_s = start_timeout_s
+        self._sink: AgentSink | None = None
+        self._agents: dict[str, _Agent] = {}
+        #: ACP session ids of sessions whose process died: ``session/load`` resumes them.
+        self._previous: dict[str, str] = {}
+
+    def attach(self, sink: AgentSink) -> None:
+        self._sink = sink
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    async def dispatch_prompt(self, prompt: PromptRequest) -> None:
+        agent = self._agents.get(prompt.session_id)
+        if agent is None or agent.process.returncode is not None:
+            agent = await self._launch(prompt)
+        async with agent.lock:
+            await self._end_running(agent)
+            turn = _Turn(prompt)
+            agent.turn = turn
+            turn.task = asyncio.create_task(self._run(agent, turn), name=f"acp-{prompt.turn_id}")
+            await asyncio.sleep(0)  # the request is written on the task's first step
+
+    async def _launch(self, prompt: PromptRequest) -> _Agent:
+        """Start the profile's process and open an ACP session; any failure means the prompt
+        was certainly not taken."""
+        name = self.profile.name
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self.profile.command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={**os.environ, **self.profile.env},
+                cwd=self.profile.cwd,
+                limit=STDIO_LIMIT_BYTES,
+            )
+        except OSError as error:
+            raise PromptRejected(f"the agent {name!r} could not start: {error}") from error
+        agent = _Agent(prompt.session_id, process)
+        agent.stderr_reader = asyncio.create_task(self._drain_stderr(agent))
+        try:
+            async with asyncio.timeout(self.start_timeout_s):
+                await self._open_session(agent, prompt)
+        except (TimeoutError, RequestError, OSError, ConnectionError) as error:
+            await self._stop_process(agent)
+            if isinstance(error, TimeoutError):
+                raise PromptNotAcknowledged(
+                    f"the agent {name!r} did not start in time", maybe_delivered=False
+                ) from error
+            raise PromptRejected(f"the agent {name!r} failed to start: {error}") from error
+        self._agents[prompt.session_id] = agent
+        return agent
+
+    async def _open_session(self, agent: _Agent, prompt: PromptRequest) -> None:
+        assert agent.process.stdin is not None and agent.process.stdout is not None
+        agent.conn = connect_to_agent(
+            _Client(self, agent), agent.process.stdin, agent.process.stdout
+        )
+        init = await agent.conn.initialize(
+            protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities()
+        )
+        capabilities = init.agent_capabilities
+        agent.can_load = bool(capabilities and capabilities.load_session)
+        servers = [_kandev_mcp(prompt)]
+        cwd = self.profile.cwd or os.getcwd()
+        previous = self._previous.get(prompt.session_id)
+        if previous and agent.can_load:
+            await agent.conn.load_session(cwd=cwd, session_id=previous, mcp_servers=servers)
+            agent.acp_session_id = previous
+        else:
+            agent.acp_session_id = (
+                await agent.conn.new_session(cwd=cwd, mcp_servers=servers)
+            ).session_id
+        self._previous[prompt.session_id] = agent.acp_session_id
+
+    async def _end_running(self, agent: _Agent) -> None:
+        """A newer turn: cancel the running prompt and let it end before the next is sent."""
+        running = agent.turn
+        if running is None or running.task is None or running.task.done():
+            return
+        assert agent.conn is not None
+        with contextlib.suppress(Exception):
+            await agent.conn.cancel(session_id=agent.acp_session_id)
+        done, _ = await asyncio.wait({running.task}, timeout=CANCEL_GRACE_S)
+        if not done:
+            running.task.cancel()
+
+    # -- a running prompt ----------------------------------------------------------------------
+
+    async def _run(self, agent: _Agent, turn: _Turn) -> None:
+        request = turn.request
+        assert agent.conn is not None
+        status = "failed"
+        try:
+            response = await agent.conn.prompt(
+                session_id=agent.acp_session_id,
+                prompt=[text_block(_prompt_text(request))],
+                kandev=_meta(request),
+            )
+            await self._flush(turn)
+            status = "completed" if response.stop_reason in COMPLETED_STOPS else "failed"
+        except asyncio.CancelledError:
+            await self._flush(turn)
+            raise
+        except Exception as error:
+            await self._flush(turn)
+            with contextlib.suppress(TimeoutError):  # a closed pipe is usually an exit
+                await asyncio.wait_for(agent.process.wait(), EXIT_GRACE_S)
+            await self._say(turn, self._crash_message(agent, error))
+        await self._complete(turn, status)
+
+    def _crash_message(self, agent: _Agent, error: Exception) -> str:
+        code = agent.process.returncode
+        tail = "\n".join(agent.stderr)
+        reason = f"exited with code {code}" if code is not None else f"failed: {error!r}"
+        return f"The agent process {reason}." + (f"\n{tail}" if tail else "")
+
+    async def on_update(self, agent: _Agent, update: Any) -> None:
+        """A ``session/update``: message chunks gather into the turn's current message (a new
+        ``messageId`` or any other update ends it)."""
+        turn = agent.turn
+        if turn is None:
+            return
+        if not isinstance(update, AgentMessageChunk):
+            await self._flush(turn)
+            return
+        text = getattr(update.content, "text", None)
+        if text is None:
+            return
+        if turn.chunks and update.message_id != turn.message_id:
+            await self._flush(turn)
+        turn.message_id = update.message_id
+        turn.chunks.append(text)
+
+    async def _flush(self, turn: _Turn) -> None:
+        if turn.chunks:
+            text, turn.chunks = "".join(turn.chunks), []
+            await self._say(turn, text)
+
+    async def _say(self, turn: _Turn, text: str) -> None:
+        request = turn.request
+        assert self._sink is not None
+        try:
+            await self._sink.agent_message(
+                request.session_id, request.turn_id, request.prompt_generation, text
+            )
+        except DomainError as refused:  # e.g. the turn is no longer current
+            log.info("agent output for turn %s refused: %s", request.turn_id, refused.message)
+
+    async def _complete(self, turn: _Turn, status: str) -> None:
+        request = turn.request
+        assert self._sink is not None
+        try:
+            await self._sink.turn_complete(
+                request.session_id, request.turn_id, request.prompt_generation, status
+            )
+        except DomainError as refused:
+            log.info("completion of turn %s refused: %s", request.turn_id, refused.message)
+
+    # -- processes -----------------------------------------------------------------------------
+
+    async def _drain_stderr(self, agent: _Agent) -> None:
+        stream = agent.process.stderr
+        assert stream is not None
+        while line := await stream.readline():
+            agent.stderr.append(line.decode(errors="replace").rstrip())
+
+    async def _stop_process(self, agent: _Agent) -> None:
+        if agent.process.returncode is None:
+            agent.process.terminate()
+            try:
+                await asyncio.wait_for(agent.process.wait(), 3)
+            except TimeoutError:
+                agent.process.kill()
+                await agent.process.wait()
+
+    async def aclose(self) -> None:
+        """Stop every agent (their running turns end without completing here: start-up
+        recovery owns turns a stopped backend left open)."""
+        agents, self._agents = list(self._agents.values()), {}
+        for agent in agents:
+            if agent.turn is not None and agent.turn.task is not None:
+                agent.turn.task.cancel()
+        await asyncio.gather(*(self._stop_process(a) for a in agents), return_exceptions=True)
+
+
+class _Client:
+    """The client side of one agent's connection."""
+
+    def __init__(self, executor: AcpExecutor, agent: _Agent) -> None:
+        self._executor = executor
+        self._agent = agent
+
+    def on_connect(self, conn: Any) -> None:
+        pass
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        await self._executor.on_update(self._agent, update)
+
+    async def request_permission(self, *_: Any, **__: Any) -> RequestPermissionResponse:
+        # Answerable permission requests come with #18's next step; until then: declined.
+        return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+
+    def __getattr__(self, name: str) -> Any:
+        async def unsupported(*_: Any, **__: Any) -> Any:
+            raise RequestError.method_not_found(name)
+
+        return unsupported
+
+
+def _kandev_mcp(prompt: PromptRequest) -> HttpMcpServer:
+    return HttpMcpServer(
+        type="http",
+        name="kandev",
+        url=prompt.callback_url.rstrip("/") + MCP_PATH + "/",
+        headers=[HttpHeader(name="Authorization", value=f"Bearer {prompt.agent_token}")],
+    )
+
+
+def _prompt_text(request: PromptRequest) -> str:
+    answer = request.answer
+    if answer is None:
+        return request.content
+    if answer.get("rejected"):
+        return "The user skipped your question. Continue without that answer."
+    lines = ["The user answered your question:"]
+    for item in answer.get("answers") or []:
+        values = [*item.get("option_labels", []), *([item["text"]] if item.get("text") else [])]
+        lines.append(f"- {item.get('question', '')}: {', '.join(values)}")
+    return "\n".join(lines)
+
+
+def _meta(request: PromptRequest) -> dict[str, Any]:
+    meta: dict[str, Any] = {"session_id": request.session_id, "turn_id": request.turn_id}
+    if request.answer is not None:
+        meta["answer"] = request.answer
+    return meta

@@ -1,0 +1,183 @@
+"""The mock agent as a real ACP agent (``python -m backend.agents.mock_acp``, stdio).
+
+It runs the mock scripts of docs/agent-protocol.md the way a coding agent would: replies are
+``session/update`` message chunks (one ``messageId`` per reply), questions go to the MCP
+server Kandev names in ``session/new`` (``ask_user_clarification``, with the headers given
+there), ``/fail`` ends the turn with ``refusal``. A prompt that resumes a detached question
+carries the answer in ``_meta.kandev.answer``; the agent replies ``Got: ...`` (or
+``Skipped.``) and ends the turn. Every prompt is appended to ``KANDEV_MOCK_RECORD`` (JSON
+lines) when set, so tests can count dispatches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import uuid
+from typing import Any
+
+from acp import (
+    PROTOCOL_VERSION,
+    run_agent,
+    start_tool_call,
+    text_block,
+    update_agent_message,
+    update_tool_call,
+)
+from acp.interfaces import Client
+from acp.schema import (
+    AgentCapabilities,
+    HttpMcpServer,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PromptResponse,
+)
+from mcp.client import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from backend.agentctl.mock.runner import answer_reply, format_answers
+from backend.agentctl.mock.script import DEFAULT_WAIT_S, Ask, Fail, Reply, Sleep, parse_script
+from backend.clock import utcnow
+
+log = logging.getLogger(__name__)
+
+RECORD_ENV = "KANDEV_MOCK_RECORD"
+WAIT_ENV = "KANDEV_CLARIFICATION_WAIT_S"
+CLARIFICATION_TOOL = "ask_user_clarification"
+
+
+class MockAcpAgent:
+    """One agent process: any number of ACP sessions, one prompt at a time each."""
+
+    def __init__(self, record_path: str | None, default_wait_s: float) -> None:
+        self._conn: Client | None = None
+        self._record_path = record_path
+        self._default_wait_s = default_wait_s
+        self._mcp: dict[str, HttpMcpServer] = {}
+
+    def on_connect(self, conn: Client) -> None:
+        self._conn = conn
+
+    async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(load_session=True),
+        )
+
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> NewSessionResponse:
+        session_id = uuid.uuid4().hex
+        self._remember_mcp(session_id, mcp_servers)
+        return NewSessionResponse(session_id=session_id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> LoadSessionResponse:
+        self._remember_mcp(session_id, mcp_servers)
+        return LoadSessionResponse()
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        """Cancellation ends the running prompt (its task is cancelled by the connection)."""
+
+    async def prompt(self, prompt: list[Any], session_id: str, **meta: Any) -> PromptResponse:
+        text = "\n".join(getattr(block, "text", "") for block in prompt)
+        kandev = meta.get("kandev") if isinstance(meta.get("kandev"), dict) else {}
+        self._record(kandev, text)
+        answer = kandev.get("answer")
+        if isinstance(answer, dict):
+            await self._say(session_id, answer_reply(answer))
+            return PromptResponse(stop_reason="end_turn")
+        for step in parse_script(text, self._default_wait_s):
+            if isinstance(step, Reply):
+                await self._say(session_id, step.text)
+            elif isinstance(step, Sleep):
+                await asyncio.sleep(step.ms / 1000)
+            elif isinstance(step, Fail):
+                return PromptResponse(stop_reason="refusal")
+            elif isinstance(step, Ask):
+                outcome = await self._ask(session_id, step)
+                kind = outcome.get("outcome")
+                if kind == "answered":
+                    await self._say(session_id, format_answers(outcome.get("answers")))
+                elif kind == "rejected":
+                    await self._say(session_id, "Skipped.")
+                else:  # detached, cancelled, expired or an error: the turn ends here
+                    break
+        return PromptResponse(stop_reason="end_turn")
+
+    async def _say(self, session_id: str, text: str) -> None:
+        assert self._conn is not None
+        chunk = update_agent_message(text_block(text))
+        chunk.message_id = uuid.uuid4().hex
+        await self._conn.session_update(session_id=session_id, update=chunk)
+
+    async def _ask(self, session_id: str, ask: Ask) -> dict[str, Any]:
+        server = self._mcp.get(session_id)
+        if server is None:
+            log.warning("session %s has no MCP server to ask through", session_id)
+            return {"outcome": "error"}
+        # Like a coding agent, report the tool call first: the client shows what was said
+        # before the question, then the question.
+        assert self._conn is not None
+        call_id = uuid.uuid4().hex
+        await self._conn.session_update(
+            session_id=session_id,
+            update=start_tool_call(call_id, "Ask the user", kind="other", status="in_progress"),
+        )
+        try:
+            return await self._call_tool(server, ask)
+        finally:
+            await self._conn.session_update(
+                session_id=session_id, update=update_tool_call(call_id, status="completed")
+            )
+
+    async def _call_tool(self, server: HttpMcpServer, ask: Ask) -> dict[str, Any]:
+        headers = {h.name: h.value for h in server.headers}
+        arguments = {
+            "questions": [
+                {"question": q.question, "options": list(q.options)} for q in ask.questions
+            ],
+            "wait_seconds": ask.wait_seconds,
+        }
+        async with (
+            create_mcp_http_client(headers=headers) as http,
+            streamable_http_client(server.url, http_client=http) as (read, write),
+            ClientSession(read, write) as mcp,
+        ):
+            await mcp.initialize()
+            result = await mcp.call_tool(CLARIFICATION_TOOL, arguments)
+        if result.is_error or not isinstance(result.structured_content, dict):
+            return {"outcome": "error"}
+        return result.structured_content
+
+    def _remember_mcp(self, session_id: str, servers: list[Any] | None) -> None:
+        for server in servers or []:
+            if isinstance(server, HttpMcpServer):
+                self._mcp[session_id] = server
+
+    def _record(self, kandev: dict[str, Any], content: str) -> None:
+        if not self._record_path:
+            return
+        line = {
+            "session_id": kandev.get("session_id", ""),
+            "turn_id": kandev.get("turn_id", ""),
+            "content": content,
+            "accepted_at": utcnow().isoformat(),
+        }
+        with open(self._record_path, "a", encoding="utf-8") as record:
+            record.write(json.dumps(line) + "\n")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING)
+    wait = float(os.environ.get(WAIT_ENV, DEFAULT_WAIT_S))
+    asyncio.run(run_agent(MockAcpAgent(os.environ.get(RECORD_ENV), wait)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""The ACP executor (``backend/agents/acp_executor.py``) with the project's ACP mock agent
+(``backend/agents/mock_acp.py``): real agent processes over stdio, questions asked through
+Kandev's MCP tool, on both databases."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from backend.agents.acp_executor import AcpExecutor
+from backend.agents.profiles import BUILT_IN, AgentProfile
+from backend.config import Settings
+from backend.runtime import Runtime
+from tests.support.http import (
+    agent_replies,
+    answer_all,
+    bundles,
+    idle,
+    respond,
+    session_of,
+    start_session,
+    turns,
+)
+from tests.support.live import LiveApi, live_api
+from tests.support.processes import eventually
+
+
+class AcpLive:
+    def __init__(self, api: LiveApi, executor: AcpExecutor, record: Path) -> None:
+        self.api = api
+        self.executor = executor
+        self.record = record
+
+    def prompts(self, session_id: str) -> list[dict]:
+        """Prompts the mock agents recorded for ``session_id`` (every process appends)."""
+        if not self.record.exists():
+            return []
+        lines = [json.loads(line) for line in self.record.read_text().splitlines()]
+        return [p for p in lines if p["session_id"] == session_id]
+
+
+def mock_profile(record: Path, command: tuple[str, ...] | None = None) -> AgentProfile:
+    return AgentProfile(
+        "mock-acp",
+        command or BUILT_IN["mock-acp"].command,
+        env={"KANDEV_MOCK_RECORD": str(record), "KANDEV_CLARIFICATION_WAIT_S": "600"},
+    )
+
+
+@pytest.fixture
+async def acp(engine, tmp_path: Path) -> AsyncIterator[AcpLive]:
+    record = tmp_path / "prompts.jsonl"
+    executor = AcpExecutor(mock_profile(record))
+    # No agentctl service: every prompt goes through the executor.
+    async with live_api(engine, "http://127.0.0.1:9", dispatcher=executor) as api:
+        try:
+            yield AcpLive(api, executor, record)
+        finally:
+            await executor.aclose()
+
+
+async def test_replies_become_messages_and_the_stop_reason_completes_the_turn(acp):
+    live = acp.api
+    task, session = await start_session(live, "/reply first\n/reply second")
+    await idle(live, task, session)
+    assert await agent_replies(live, session) == ["first", "second"]
+    (turn,) = await turns(live, session)
+    assert turn["completed_at"] is not None
+    (prompt,) = acp.prompts(session)
+    assert prompt["turn_id"] == turn["id"]
+
+
+@pytest.mark.scenario("S01")
+async def test_a_question_over_mcp_is_answered_live(acp):
+    live = acp.api
+    task, session = await start_session(
+        live, "/reply Looking at the schema.\n/ask Which DB? | SQLite | PostgreSQL"
+    )
+    (bundle,) = await eventually(lambda: bundles(live, session), lambda b: len(b) == 1)
+    # What the agent said before asking is on screen while it waits.
+    assert await agent_replies(live, session) == ["Looking at the schema."]
+    assert bundle["state"] == "active_live"
+    status, body = await respond(live, bundle["pending_id"], answer_all(bundle, option=1))
+    assert (status, body["outcome"]) == (200, "delivered")
+    await idle(live, task, session)
+    replies = await agent_replies(live, session)
+    assert replies == ["Looking at the schema.", "Got: Which DB?: PostgreSQL"]
+
+
+@pytest.mark.scenario("S01")
+async def test_a_detached_question_resumes_the_agent_with_the_answer(acp):
+    live = acp.api
+    task, session = await start_session(live, "/ask Deploy? | yes | no\n/disconnect")
+    await idle(live, task, session, state="WAITING_FOR_INPUT")
+    (bundle,) = await bundles(live, session)
+    assert bundle["state"] == "active_detached"
+    status, body = await respond(live, bundle["pending_id"], answer_all(bundle))
+    assert (status, body["outcome"]) == (200, "resumed")
+    await idle(live, task, session)
+    assert await agent_replies(live, session) == ["Got: Deploy?: yes"]
+    assert len(acp.prompts(session)) == 2  # the first prompt, then the resume
+
+
+async def test_a_refusal_fails_the_turn(acp):
+    live = acp.api
+    task, session = await start_session(live, "/fail")
+    await eventually(lambda: turns(live, session), lambda t: t[0]["completed_at"] is not None)
+    state = (await session_of(live, task, session))["state"]
+    assert state in ("IDLE", "FAILED")  # what a failed turn leaves, as with the agentctl mock
+
+
+async def test_a_crashed_agent_fails_its_turn_and_the_next_prompt_starts_a_new_one(acp):
+    live = acp.api
+    task, session = await start_session(live, "/sleep 60000")
+    await eventually(lambda: acp.prompts(session), lambda p: len(p) == 1)
+    crashed = acp.executor._agents[session].process
+    crashed.kill()
+    await idle(live, task, session)
+    (reply,) = await agent_replies(live, session)
+    assert reply.startswith("The agent process exited with code")
+    response = await live.http.post(
+        f"/api/v1/task-sessions/{session}/prompt", json={"content": "/reply back"}
+    )
+    assert response.status_code == 202
+    await eventually(lambda: agent_replies(live, session), lambda r: r[-1:] == ["back"])
+    assert acp.executor._agents[session].process is not crashed
+
+
+async def test_an_agent_that_cannot_start_refuses_the_prompt(engine, tmp_path: Path):
+    executor = AcpExecutor(mock_profile(tmp_path / "r", ("/nonexistent/agent",)))
+    async with live_api(engine, "http://127.0.0.1:9", dispatcher=executor) as live:
+        task = (
+            await __import__("tests.support.builders", fromlist=["World"])
+            .World(live.runtime.engine)
+            .task()
+        )
+        response = await live.http.post(
+            f"/api/v1/tasks/{task}/task-sessions", json={"prompt": "hi"}
+        )
+        await executor.aclose()
+    assert response.status_code == 502, response.text
+
+
+async def test_the_runtime_runs_the_configured_agent_over_acp(engine):
+    runtime = Runtime(engine, Settings(agent="mock-acp"))
+    assert isinstance(runtime.orchestrator.dispatcher, AcpExecutor)
+    assert runtime.orchestrator.dispatcher.profile == BUILT_IN["mock-acp"]
+    with pytest.raises(ValueError, match="unknown agent profile 'nobody'"):
+        Runtime(engine, Settings(agent="nobody"))
