@@ -55,6 +55,8 @@ class AskedQuestion(BaseModel):
 
     question: Annotated[str, Field(min_length=1, max_length=2000)]
     options: Annotated[list[Label], Field(max_length=20)] = []
+    #: The user may pick several options (otherwise at most one).
+    multi_select: bool = False
 
 
 class AgentTools:
@@ -108,7 +110,7 @@ class AgentTools:
                 turn.session_id,
                 turn.turn_id,
                 turn.prompt_generation,
-                [Question(q.question, tuple(q.options)) for q in questions],
+                [Question(q.question, tuple(q.options), q.multi_select) for q in questions],
                 wait_seconds,
                 asyncio.get_running_loop().create_future(),  # a cancelled call: agent gone
             )

@@ -1,9 +1,10 @@
 """The clarification overlay: the active bundle of the open session, one question at a time.
 
 ``#clarification-overlay`` (role ``dialog``, named "Agent question"); options are toggle buttons
-named by their label; free text ``#clarification-text-<message_id>``; buttons "Submit answer",
-"Skip", and "Previous" / "Next" for bundles of several questions. Answers go through the
-respond route's function; Skip sends ``rejected: true``; a 409 closes the overlay.
+named by their label, in a group named "Options" (one may be picked) or "Options (several)"
+(multi-select); free text ``#clarification-text-<message_id>``; buttons "Submit answer", "Skip",
+and "Previous" / "Next" for bundles of several questions. Answers go through the respond
+route's function; Skip sends ``rejected: true``; a 409 closes the overlay.
 """
 
 from __future__ import annotations
@@ -108,11 +109,20 @@ def clarification_overlay() -> rx.Component:
             rx.cond(
                 question.options.length() > 0,
                 rx.flex(
-                    rx.foreach(question.options, _option),
-                    wrap="wrap",
-                    spacing="2",
-                    role="group",
-                    aria_label="Options",
+                    rx.cond(
+                        question.multi_select,
+                        rx.text("Pick all that apply.", size="1", color_scheme="gray"),
+                        rx.fragment(),
+                    ),
+                    rx.flex(
+                        rx.foreach(question.options, _option),
+                        wrap="wrap",
+                        spacing="2",
+                        role="group",
+                        aria_label=rx.cond(question.multi_select, "Options (several)", "Options"),
+                    ),
+                    direction="column",
+                    spacing="1",
                 ),
             ),
             rx.text_area(

@@ -40,7 +40,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from backend.agentctl.mock.runner import answer_reply, format_answers
-from backend.agentctl.mock.script import DEFAULT_WAIT_S, Ask, Fail, Reply, Sleep, parse_script
+from backend.agentctl.mock.script import (
+    DEFAULT_WAIT_S,
+    Ask,
+    Fail,
+    Reply,
+    Sleep,
+    parse_script,
+    questions_payload,
+)
 from backend.clock import utcnow
 
 log = logging.getLogger(__name__)
@@ -139,9 +147,7 @@ class MockAcpAgent:
     async def _call_tool(self, server: HttpMcpServer, ask: Ask) -> dict[str, Any]:
         headers = {h.name: h.value for h in server.headers}
         arguments = {
-            "questions": [
-                {"question": q.question, "options": list(q.options)} for q in ask.questions
-            ],
+            "questions": questions_payload(ask),
             "wait_seconds": ask.wait_seconds,
         }
         async with (

@@ -79,6 +79,7 @@ class AgentMessageBody(Body):
 class AgentQuestion(Body):
     question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
     options: list[str] = Field(default_factory=list, max_length=20)
+    multi_select: bool = False
 
 
 class AgentClarificationBody(Body):

@@ -58,6 +58,10 @@ def check_answers(
         unknown = [o for o in answer.option_ids if o not in options]
         if unknown:
             raise InvalidResponse(f"unknown option ids {unknown!r}")
+        if len(answer.option_ids) > 1 and row.metadata.get("multi_select") is not True:
+            raise InvalidResponse(f"the question {answer.message_id!r} takes one option")
+        if len(set(answer.option_ids)) != len(answer.option_ids):
+            raise InvalidResponse(f"an option of {answer.message_id!r} is picked twice")
         if not answer.option_ids and not answer.text.strip():
             raise InvalidResponse(f"the answer to {answer.message_id!r} is empty")
         values[answer.message_id] = {

@@ -23,6 +23,8 @@ from backend.vocabulary import MessageType, RequestStatus
 class Question:
     question: str
     options: tuple[str, ...] = ()
+    #: Several options may be picked (otherwise at most one).
+    multi_select: bool = False
 
 
 def _is_clarification() -> Any:
@@ -56,6 +58,7 @@ async def create_bundle(
                 "options": [
                     {"id": f"o{i}", "label": label} for i, label in enumerate(q.options, 1)
                 ],
+                "multi_select": q.multi_select,
                 "agent_disconnected": False,
                 "position": position,
             },

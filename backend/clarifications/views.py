@@ -65,6 +65,7 @@ async def active_bundle_views(
                 "message_id": row.id,
                 "question": meta.get("question", row.content),
                 "options": meta.get("options", []),
+                "multi_select": meta.get("multi_select") is True,
                 "_position": _position(meta),
             }
         )

@@ -26,6 +26,8 @@ class QuestionItem:
     question: str
     options: list[OptionItem] = field(default_factory=list)
     text: str = ""
+    #: Several options may be picked; otherwise picking one clears the others.
+    multi_select: bool = False
 
     @property
     def answered(self) -> bool:
@@ -57,6 +59,7 @@ def question_items(
                 question=as_text(raw.get("question")),
                 options=options,
                 text=old.text if old else "",
+                multi_select=raw.get("multi_select") is True,
             )
         )
     return items
@@ -65,8 +68,8 @@ def question_items(
 def choose_option(
     questions: Sequence[QuestionItem], message_id: str, option_id: str
 ) -> list[QuestionItem]:
-    """Pick one option of a question (the options act as a single choice; picking the chosen
-    option again clears it)."""
+    """Pick an option of a question: picking a chosen option again clears it; picking another
+    replaces the choice, unless the question is multi-select (then each option toggles)."""
     out = []
     for q in questions:
         if q.message_id != message_id:
@@ -76,12 +79,17 @@ def choose_option(
             dataclasses.replace(
                 q,
                 options=[
-                    dataclasses.replace(o, selected=(o.id == option_id and not o.selected))
-                    for o in q.options
+                    dataclasses.replace(o, selected=_picked(q, o, option_id)) for o in q.options
                 ],
             )
         )
     return out
+
+
+def _picked(question: QuestionItem, option: OptionItem, option_id: str) -> bool:
+    if option.id == option_id:
+        return not option.selected
+    return option.selected and question.multi_select
 
 
 def set_answer_text(

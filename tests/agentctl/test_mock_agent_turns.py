@@ -70,8 +70,8 @@ async def test_two_asks_form_one_bundle_and_an_answer_gets_got(
         "turn_id": request.turn_id,
         "prompt_generation": 1,
         "questions": [
-            {"question": "Which DB?", "options": ["Postgres", "SQLite"]},
-            {"question": "Name?", "options": []},
+            {"question": "Which DB?", "options": ["Postgres", "SQLite"], "multi_select": False},
+            {"question": "Name?", "options": [], "multi_select": False},
         ],
         "wait_seconds": 45,
     }

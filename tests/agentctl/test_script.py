@@ -103,3 +103,13 @@ def test_plain_text_runs_between_commands_are_separate_echoes() -> None:
 )
 def test_malformed_commands_are_plain_text(line: str) -> None:
     assert parse_script(line) == [Reply(f"Echo: {line}")]
+
+
+def test_askmany_asks_a_multi_select_question_in_the_same_bundle() -> None:
+    steps = parse_script("/ask Name?\n/askmany Which targets? | web | ios | android")
+    assert steps == [
+        Ask(
+            (Question("Name?"), Question("Which targets?", ("web", "ios", "android"), True)),
+            DEFAULT_WAIT_S,
+        )
+    ]

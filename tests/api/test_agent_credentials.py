@@ -18,6 +18,7 @@ from tests.support.http import (
     live_bundle,
     messages,
     start_session,
+    summary_settled,
     turns,
 )
 from tests.support.live import LiveApi
@@ -42,9 +43,11 @@ async def _open_turn(live: LiveApi) -> tuple[str, str, dict]:
 
 
 async def test_forged_agent_calls_are_refused_and_write_nothing(live):
-    _task, session, turn = await _open_turn(live)
+    task, session, turn = await _open_turn(live)
     other_task, other = await start_session(live, "another session")
     await idle(live, other_task, other)
+    await summary_settled(live, task, "clarification")
+    await summary_settled(live, other_task, None)
     generation = {"turn_id": turn["id"], "prompt_generation": 1}
     calls = {
         "messages": {**generation, "content": "forged output"},

@@ -102,6 +102,17 @@ async def live_bundle(live: LiveApi, script: str) -> tuple[str, str, dict]:
     return task, session, bundle
 
 
+async def summary_settled(live: LiveApi, task_id: str, pending: str | None) -> dict:
+    """The task's status summary once it advertises ``pending`` (the projector repairs it
+    after the events, so a test comparing rows waits for that write first)."""
+
+    async def summary() -> dict:
+        response = await live.http.get(f"/api/v1/tasks/{task_id}")
+        return response.json()["status_summary"]
+
+    return await eventually(summary, lambda s: s["pending_action"] == pending)
+
+
 async def dump(engine) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table, in a stable order."""
     out: dict[str, list[tuple[Any, ...]]] = {}

@@ -548,3 +548,37 @@ def test_plans_merge() -> None:
     merged.merge(EventPlan(reload_tasks={"a"}))
     merged.merge(EventPlan(reload_tasks={"b"}, discover_bundles=True))
     assert merged.reload_tasks == {"a", "b"} and merged.discover_bundles
+
+
+def _bundle(multi: bool) -> dict:
+    return {
+        "pending_id": "p",
+        "questions": [
+            {
+                "message_id": "m",
+                "question": "Targets?",
+                "multi_select": multi,
+                "options": [{"id": "o1", "label": "web"}, {"id": "o2", "label": "ios"}],
+            }
+        ],
+    }
+
+
+def _picked(questions: list) -> list[str]:
+    return [o.id for o in questions[0].options if o.selected]
+
+
+def test_a_single_choice_question_keeps_one_option() -> None:
+    questions = question_items(_bundle(multi=False))
+    questions = choose_option(choose_option(questions, "m", "o1"), "m", "o2")
+    assert _picked(questions) == ["o2"]
+    assert answers_payload(questions)[0]["option_ids"] == ["o2"]
+
+
+def test_a_multi_select_question_toggles_each_option() -> None:
+    questions = question_items(_bundle(multi=True))
+    assert questions[0].multi_select
+    questions = choose_option(choose_option(questions, "m", "o1"), "m", "o2")
+    assert _picked(questions) == ["o1", "o2"]
+    assert answers_payload(questions)[0]["option_ids"] == ["o1", "o2"]
+    assert _picked(choose_option(questions, "m", "o1")) == ["o2"]

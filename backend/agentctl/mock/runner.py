@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from backend.agentctl.client import PromptRequest
-from backend.agentctl.mock.script import Ask, Fail, Reply, Sleep, parse_script
+from backend.agentctl.mock.script import Ask, Fail, Reply, Sleep, parse_script, questions_payload
 from backend.agentctl.protocol import clarifications_path, complete_path, messages_path
 
 logger = logging.getLogger(__name__)
@@ -130,9 +130,7 @@ class Runner:
         body = {
             "turn_id": job.turn_id,
             "prompt_generation": job.prompt_generation,
-            "questions": [
-                {"question": q.question, "options": list(q.options)} for q in ask.questions
-            ],
+            "questions": questions_payload(ask),
             "wait_seconds": int(wait) if wait.is_integer() else wait,
         }
         path = clarifications_path(job.session_id)

@@ -7,7 +7,8 @@ A line is a command when its first word is one of:
   in the order written. ``/reply`` without text is ignored.
 - ``/ask QUESTION | OPTION | OPTION`` — one question; options are optional and empty ones are
   dropped. All ``/ask`` lines of a prompt form ONE bundle, asked at the position of the first
-  ``/ask`` line. ``/ask`` without a question is ignored.
+  ``/ask`` line. ``/ask`` without a question is ignored. ``/askmany`` is the same for a
+  question whose options may be picked several at once (multi-select).
 - ``/wait SECONDS`` — the bundle's wait (a number >= 0), wherever the line stands; the last
   ``/wait`` wins. Without it the wait is the caller's default (``KANDEV_CLARIFICATION_WAIT_S``,
   600 s). ``/disconnect`` anywhere forces the wait to 0 (detach at once) and beats ``/wait``.
@@ -53,6 +54,7 @@ class Fail:
 class Question:
     question: str
     options: tuple[str, ...] = ()
+    multi_select: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +91,9 @@ def parse_script(content: str, default_wait_s: float = DEFAULT_WAIT_S) -> list[S
             flush_echo()
             if arg:
                 steps.append(Reply(arg))
-        elif command == "/ask":
+        elif command in ("/ask", "/askmany"):
             flush_echo()
-            question = _parse_question(arg)
+            question = _parse_question(arg, multi_select=command == "/askmany")
             if question is not None:
                 if not questions:
                     steps.append(None)
@@ -114,11 +116,19 @@ def parse_script(content: str, default_wait_s: float = DEFAULT_WAIT_S) -> list[S
     return [bundle if step is None else step for step in steps]
 
 
-def _parse_question(arg: str) -> Question | None:
+def questions_payload(ask: Ask) -> list[dict[str, object]]:
+    """The bundle's questions as both the long-poll and the MCP tool take them."""
+    return [
+        {"question": q.question, "options": list(q.options), "multi_select": q.multi_select}
+        for q in ask.questions
+    ]
+
+
+def _parse_question(arg: str, *, multi_select: bool) -> Question | None:
     question, *options = (part.strip() for part in arg.split("|"))
     if not question:
         return None
-    return Question(question, tuple(option for option in options if option))
+    return Question(question, tuple(option for option in options if option), multi_select)
 
 
 def _non_negative_float(text: str) -> float | None:

@@ -33,7 +33,7 @@ async def agent_clarification(
         session_id,
         body.turn_id,
         body.prompt_generation,
-        [Question(q.question, tuple(q.options)) for q in body.questions],
+        [Question(q.question, tuple(q.options), q.multi_select) for q in body.questions],
         body.wait_seconds,
         client_gone(request),
     )
