@@ -99,15 +99,21 @@ class Api:
         *,
         detached: bool = True,
         extra_questions: tuple[str, ...] = (),
+        multi_select: bool = False,
     ) -> PendingTask:
         """A new task: a clean primary session, then a secondary session that asks
-        ``question`` (detached at once, or live when ``detached=False``)."""
+        ``question`` (detached at once, or live when ``detached=False``; a multi-select
+        question with ``multi_select``)."""
         task = self.post("/tasks", {"title": title})
         primary = self.post(f"/tasks/{task['id']}/task-sessions", {"prompt": "/reply Ready."})
         self.idle(primary["id"], task["id"])
         lines = [" | ".join((question, *options))]
         lines += [f"/ask {q}" for q in extra_questions]
-        script = "/ask " + "\n".join(lines) + ("\n/disconnect" if detached else "")
+        script = (
+            ("/askmany " if multi_select else "/ask ")
+            + "\n".join(lines)
+            + ("\n/disconnect" if detached else "")
+        )
         secondary = self.post(
             f"/tasks/{task['id']}/task-sessions", {"prompt": script, "is_primary": False}
         )

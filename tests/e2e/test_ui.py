@@ -160,6 +160,33 @@ def test_permission_task_opens_its_owner_without_a_question_overlay(
 # -- answering, skipping, conflicts ---------------------------------------------------------
 
 
+def test_a_multi_select_question_takes_several_options(
+    desktop: Page, app_url: str, api: Api
+) -> None:
+    task = api.pending_task(
+        "Pick the release targets",
+        "Which platforms ship first?",
+        ("Web", "iOS", "Android"),
+        detached=False,
+        multi_select=True,
+    )
+    desktop.goto(app_url)
+    desktop.locator(f"#task-row-{task.task_id}").click()
+    overlay = _overlay(desktop)
+    options = overlay.get_by_role("group", name="Options (several)")
+    expect(overlay).to_contain_text("Pick all that apply.")
+    options.get_by_role("button", name="Web").click()
+    options.get_by_role("button", name="Android").click()
+    for name, pressed in (("Web", "true"), ("iOS", "false"), ("Android", "true")):
+        expect(options.get_by_role("button", name=name)).to_have_attribute("aria-pressed", pressed)
+    overlay.get_by_role("button", name="Submit answer").click()
+
+    expect(overlay).to_have_count(0)
+    expect(desktop.locator("#transcript")).to_contain_text(
+        "Got: Which platforms ship first?: Web, Android", timeout=20_000
+    )
+
+
 def test_desktop_answer_closes_the_overlay_and_clears_the_icon(
     desktop: Page, app_url: str, api: Api
 ) -> None:
