@@ -6,6 +6,7 @@ session's agent credential."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import httpx
 import pytest
@@ -95,3 +96,20 @@ async def test_the_endpoint_needs_a_sessions_credential(live, authorization):
         response = await http.post(f"{MCP_PATH}/", json=body, headers=headers)
     assert response.status_code == 401
     assert response.json()["error"] == "unauthorized"
+
+
+@pytest.mark.scenario("S01")
+async def test_stopping_the_tool_server_mid_call_leaves_the_question_answerable(live):
+    """Shutdown is an exit too: the held tool calls end and their bundles detach."""
+    _task, session, credential = await _open_session(live)
+    async with mcp_session(live.url, credential) as mcp:
+        asking = asyncio.create_task(ask(mcp, ("Still there?", ["yes"]), wait=600))
+        await eventually(lambda: bundles(live, session), lambda b: len(b) == 1)
+        await live.runtime.agent_tools.stop()
+        (bundle,) = await eventually(
+            lambda: bundles(live, session), lambda b: b and b[0]["state"] == "active_detached"
+        )
+        asking.cancel()
+        with contextlib.suppress(BaseException):
+            await asking
+    assert bundle["questions"][0]["question"] == "Still there?"
