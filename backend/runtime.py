@@ -110,9 +110,11 @@ class Runtime:
         return self._revisions
 
     @property
-    def agentctl(self) -> AgentctlClient | None:
-        """The executor client, when this runtime talks to agentctl over HTTP."""
-        return self._owned_client
+    def agent_control(self) -> AgentctlClient | AcpExecutor | None:
+        """The executor's test controls (the mock's fault point and prompt record), when the
+        executor has them: the agentctl client or the ACP executor."""
+        dispatcher = self.orchestrator.dispatcher
+        return dispatcher if isinstance(dispatcher, AgentctlClient | AcpExecutor) else None
 
     async def start(self) -> None:
         """Recover every crash window, then allocate the projection epoch; only then is the

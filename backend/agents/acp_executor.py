@@ -13,6 +13,12 @@ completes the turn; a process that dies fails its turn with a message saying so.
 Acknowledgement: a prompt counts as taken once it is written to a live agent's stdin; if the
 process cannot be started or initialised in time, the prompt certainly was not taken
 (:class:`PromptRejected`).
+
+Test controls (the test API's ``agentctl.prompt`` fault point, applied at the dispatch
+boundary with the agentctl mock's meanings): ``reject`` refuses before writing, ``timeout``
+waits out the acknowledgement deadline without writing, ``accept_then_fail`` writes (the agent
+runs the prompt) and then reports a transport failure. :meth:`prompts` reads the mock agent's
+durable record (``KANDEV_MOCK_RECORD`` in the profile's environment).
 """
 
 from __future__ import annotations
@@ -20,9 +26,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
@@ -38,8 +46,9 @@ from acp.schema import (
 
 from backend.agent_tools import MCP_PATH
 from backend.agentctl.client import PromptRequest
-from backend.agentctl.errors import PromptNotAcknowledged, PromptRejected
-from backend.agents.profiles import AgentProfile
+from backend.agentctl.errors import PromptNotAcknowledged, PromptRejected, PromptTransportError
+from backend.agentctl.protocol import FAILPOINT_ACTIONS as FAULT_ACTIONS
+from backend.agents.profiles import MOCK_RECORD_ENV, AgentProfile
 from backend.errors import DomainError
 from backend.orchestrator.dispatch import AgentSink, PromptDispatcher
 
@@ -81,9 +90,21 @@ class _Agent:
 
 
 class AcpExecutor(PromptDispatcher):
-    def __init__(self, profile: AgentProfile, *, start_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        profile: AgentProfile,
+        *,
+        start_timeout_s: float = 10.0,
+        fault_timeout_s: float | None = None,
+    ) -> None:
         self.profile = profile
+        #: Launch, ``initialize`` and ``session/new`` together: within the acknowledgement
+        #: deadline, or the prompt was not taken.
         self.start_timeout_s = start_timeout_s
+        #: How long the ``timeout`` test fault withholds the acknowledgement.
+        self.fault_timeout_s = start_timeout_s if fault_timeout_s is None else fault_timeout_s
+        #: The armed test fault and how many prompts it still applies to (``None``: all).
+        self._fault: tuple[str, int | None] | None = None
         self._sink: AgentSink | None = None
         self._agents: dict[str, _Agent] = {}
         #: ACP session ids of sessions whose process died: ``session/load`` resumes them.
@@ -95,6 +116,12 @@ class AcpExecutor(PromptDispatcher):
     # -- dispatch ------------------------------------------------------------------------------
 
     async def dispatch_prompt(self, prompt: PromptRequest) -> None:
+        fault = self._take_fault()
+        if fault == "reject":
+            raise PromptRejected("the agent refused the prompt (test fault)")
+        if fault == "timeout":
+            await asyncio.sleep(self.fault_timeout_s)
+            raise PromptNotAcknowledged("no acknowledgement (test fault)", maybe_delivered=False)
         agent = self._agents.get(prompt.session_id)
         if agent is None or agent.process.returncode is not None:
             agent = await self._launch(prompt)
@@ -104,6 +131,8 @@ class AcpExecutor(PromptDispatcher):
             agent.turn = turn
             turn.task = asyncio.create_task(self._run(agent, turn), name=f"acp-{prompt.turn_id}")
             await asyncio.sleep(0)  # the request is written on the task's first step
+        if fault == "accept_then_fail":
+            raise PromptTransportError("the connection failed after the prompt (test fault)")
 
     async def _launch(self, prompt: PromptRequest) -> _Agent:
         """Start the profile's process and open an ACP session; any failure means the prompt
@@ -242,6 +271,32 @@ class AcpExecutor(PromptDispatcher):
         except DomainError as refused:
             log.info("completion of turn %s refused: %s", request.turn_id, refused.message)
 
+    # -- test controls ---------------------------------------------------------------------------
+
+    async def set_failpoint(self, action: str, count: int | None = None) -> None:
+        if action not in FAULT_ACTIONS:
+            raise ValueError(f"unknown agent fault {action!r}")
+        self._fault = (action, count)
+
+    async def clear_failpoint(self) -> None:
+        self._fault = None
+
+    def _take_fault(self) -> str | None:
+        if self._fault is None:
+            return None
+        action, count = self._fault
+        if count is not None:
+            self._fault = (action, count - 1) if count > 1 else None
+        return action
+
+    async def prompts(self) -> list[dict[str, Any]]:
+        """The mock agent's durable record of every prompt it read, oldest first."""
+        path = self.profile.env.get(MOCK_RECORD_ENV)
+        if not path:
+            return []
+        text = await asyncio.to_thread(_read_if_exists, Path(path))
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
     # -- processes -----------------------------------------------------------------------------
 
     async def _drain_stderr(self, agent: _Agent) -> None:
@@ -291,6 +346,10 @@ class _Client:
             raise RequestError.method_not_found(name)
 
         return unsupported
+
+
+def _read_if_exists(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
 
 
 def _kandev_mcp(prompt: PromptRequest) -> HttpMcpServer:

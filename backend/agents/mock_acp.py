@@ -49,11 +49,11 @@ from backend.agentctl.mock.script import (
     parse_script,
     questions_payload,
 )
+from backend.agents.profiles import MOCK_RECORD_ENV
 from backend.clock import utcnow
 
 log = logging.getLogger(__name__)
 
-RECORD_ENV = "KANDEV_MOCK_RECORD"
 WAIT_ENV = "KANDEV_CLARIFICATION_WAIT_S"
 CLARIFICATION_TOOL = "ask_user_clarification"
 
@@ -182,7 +182,7 @@ class MockAcpAgent:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     wait = float(os.environ.get(WAIT_ENV, DEFAULT_WAIT_S))
-    asyncio.run(run_agent(MockAcpAgent(os.environ.get(RECORD_ENV), wait)))
+    asyncio.run(run_agent(MockAcpAgent(os.environ.get(MOCK_RECORD_ENV), wait)))
 
 
 if __name__ == "__main__":

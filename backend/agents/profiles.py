@@ -15,6 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+#: Where the mock ACP agent appends every prompt it reads (JSON lines), for tests to count.
+MOCK_RECORD_ENV = "KANDEV_MOCK_RECORD"
+
 
 @dataclass(frozen=True, slots=True)
 class AgentProfile:

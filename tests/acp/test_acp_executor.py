@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from backend.agents.acp_executor import AcpExecutor
-from backend.agents.profiles import BUILT_IN, AgentProfile
+from backend.agents.profiles import BUILT_IN, MOCK_RECORD_ENV, AgentProfile
 from backend.config import Settings
 from backend.runtime import Runtime
 from tests.support.http import (
@@ -46,16 +46,20 @@ def mock_profile(record: Path, command: tuple[str, ...] | None = None) -> AgentP
     return AgentProfile(
         "mock-acp",
         command or BUILT_IN["mock-acp"].command,
-        env={"KANDEV_MOCK_RECORD": str(record), "KANDEV_CLARIFICATION_WAIT_S": "600"},
+        env={MOCK_RECORD_ENV: str(record), "KANDEV_CLARIFICATION_WAIT_S": "600"},
     )
 
 
 @pytest.fixture
 async def acp(engine, tmp_path: Path) -> AsyncIterator[AcpLive]:
     record = tmp_path / "prompts.jsonl"
-    executor = AcpExecutor(mock_profile(record))
+    # A generous launch deadline (a loaded CI machine starts Python slowly); the orchestrator's
+    # acknowledgement bound must exceed it.
+    executor = AcpExecutor(mock_profile(record), start_timeout_s=15.0, fault_timeout_s=1.0)
     # No agentctl service: every prompt goes through the executor.
-    async with live_api(engine, "http://127.0.0.1:9", dispatcher=executor) as api:
+    async with live_api(
+        engine, "http://127.0.0.1:9", ack_timeout_s=20.0, dispatcher=executor
+    ) as api:
         try:
             yield AcpLive(api, executor, record)
         finally:
@@ -150,3 +154,56 @@ async def test_the_runtime_runs_the_configured_agent_over_acp(engine):
     assert runtime.orchestrator.dispatcher.profile == BUILT_IN["mock-acp"]
     with pytest.raises(ValueError, match="unknown agent profile 'nobody'"):
         Runtime(engine, Settings(agent="nobody"))
+
+
+async def _fault(live: LiveApi, action: str) -> None:
+    """Arm the agent fault through the test API, as QA suites do."""
+    response = await live.http.put(
+        "/api/v1/_test/failpoints/agentctl.prompt", json={"action": action, "count": 1}
+    )
+    assert response.status_code == 204, response.text
+
+
+async def _recorded(live: LiveApi, session: str) -> list[dict]:
+    prompts = (await live.http.get("/api/v1/_test/agent/prompts")).json()["prompts"]
+    return [p for p in prompts if p["session_id"] == session]
+
+
+async def _detached(live: LiveApi, question: str) -> tuple[str, str, dict]:
+    task, session = await start_session(live, f"/ask {question} | yes\n/disconnect")
+    await idle(live, task, session, state="WAITING_FOR_INPUT")
+    await eventually(lambda: turns(live, session), lambda t: t[-1]["completed_at"] is not None)
+    (bundle,) = await bundles(live, session)
+    return task, session, bundle
+
+
+@pytest.mark.parametrize("action", ["reject", "timeout"])
+async def test_a_resume_the_agent_did_not_take_keeps_the_question_answerable(acp, action):
+    live = acp.api
+    task, session, bundle = await _detached(live, "Retry me?")
+    await _fault(live, action)
+    status, body = await respond(live, bundle["pending_id"], answer_all(bundle))
+    assert (status, body["retryable"]) == (500, True)
+    (again,) = await bundles(live, session)
+    assert again["pending_id"] == bundle["pending_id"]
+    assert len(await _recorded(live, session)) == 1  # only the first prompt reached the agent
+
+    status, body = await respond(live, bundle["pending_id"], answer_all(bundle))
+    assert (status, body["outcome"]) == (200, "resumed")
+    await idle(live, task, session)
+    assert await agent_replies(live, session) == ["Got: Retry me?: yes"]
+    assert len(await _recorded(live, session)) == 2
+
+
+@pytest.mark.scenario("S18")
+async def test_a_resume_accepted_then_failed_is_terminal_and_runs_once(acp):
+    live = acp.api
+    _task, session, bundle = await _detached(live, "Ambiguous?")
+    await _fault(live, "accept_then_fail")
+    status, body = await respond(live, bundle["pending_id"], answer_all(bundle))
+    assert (status, body["retryable"]) == (500, False)
+    status, body = await respond(live, bundle["pending_id"], answer_all(bundle))
+    assert (status, body["state"]) == (409, "terminal")
+    # The agent did take it: it runs once and answers, and nothing re-sends it.
+    await eventually(lambda: agent_replies(live, session), lambda r: r == ["Got: Ambiguous?: yes"])
+    assert len(await _recorded(live, session)) == 2

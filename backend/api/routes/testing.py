@@ -1,7 +1,7 @@
 """Test-only routes (mounted when ``KANDEV_TEST_API=1``): fault points and the agent's record.
 
-``agentctl.prompt`` is the mock agent's own fault point; it is forwarded there, so QA suites
-drive every fault through one API.
+``agentctl.prompt`` is the agent's fault point: forwarded to the agentctl mock, or applied by the
+ACP executor at its dispatch boundary, so QA suites drive every fault through one API.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ class NoAgentctl(DomainError):
 
 
 def _agent(runtime: Any) -> Any:
-    if runtime.agentctl is None:
-        raise NoAgentctl("this backend has no agentctl client")
-    return runtime.agentctl
+    if runtime.agent_control is None:
+        raise NoAgentctl("this backend's agent executor has no test controls")
+    return runtime.agent_control
 
 
 @router.put("/failpoints/{name}", status_code=204)
