@@ -61,6 +61,8 @@ CANCEL_GRACE_S = 5.0
 STDERR_LINES = 20
 #: How long a broken connection waits for the process's exit code (for the message).
 EXIT_GRACE_S = 1.0
+#: The longest a launch may take in the background (``npx`` may download the agent first).
+LAUNCH_CAP_S = 300.0
 COMPLETED_STOPS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "cancelled"})
 
 
@@ -98,8 +100,8 @@ class AcpExecutor(PromptDispatcher):
         fault_timeout_s: float | None = None,
     ) -> None:
         self.profile = profile
-        #: Launch, ``initialize`` and ``session/new`` together: within the acknowledgement
-        #: deadline, or the prompt was not taken.
+        #: How long a prompt waits for its agent's launch (``initialize``, ``session/new``):
+        #: within the acknowledgement deadline, or the prompt was not taken.
         self.start_timeout_s = start_timeout_s
         #: How long the ``timeout`` test fault withholds the acknowledgement.
         self.fault_timeout_s = start_timeout_s if fault_timeout_s is None else fault_timeout_s
@@ -107,6 +109,7 @@ class AcpExecutor(PromptDispatcher):
         self._fault: tuple[str, int | None] | None = None
         self._sink: AgentSink | None = None
         self._agents: dict[str, _Agent] = {}
+        self._launches: dict[str, asyncio.Task[_Agent]] = {}
         #: ACP session ids of sessions whose process died: ``session/load`` resumes them.
         self._previous: dict[str, str] = {}
 
@@ -124,7 +127,7 @@ class AcpExecutor(PromptDispatcher):
             raise PromptNotAcknowledged("no acknowledgement (test fault)", maybe_delivered=False)
         agent = self._agents.get(prompt.session_id)
         if agent is None or agent.process.returncode is not None:
-            agent = await self._launch(prompt)
+            agent = await self._ready_agent(prompt)
         async with agent.lock:
             await self._end_running(agent)
             turn = _Turn(prompt)
@@ -134,9 +137,34 @@ class AcpExecutor(PromptDispatcher):
         if fault == "accept_then_fail":
             raise PromptTransportError("the connection failed after the prompt (test fault)")
 
+    async def _ready_agent(self, prompt: PromptRequest) -> _Agent:
+        """The session's agent once launched. A launch slower than the acknowledgement
+        deadline (a first ``npx`` download, say) goes on in the background: this prompt was
+        not taken, and a retry finds the agent ready."""
+        session_id = prompt.session_id
+        launch = self._launches.get(session_id)
+        if launch is None:
+            launch = asyncio.create_task(self._launch(prompt), name=f"acp-launch-{session_id}")
+            self._launches[session_id] = launch
+            launch.add_done_callback(lambda done: self._forget_launch(session_id, done))
+        try:
+            async with asyncio.timeout(self.start_timeout_s):
+                return await asyncio.shield(launch)
+        except TimeoutError as error:
+            raise PromptNotAcknowledged(
+                f"the agent {self.profile.name!r} is still starting; try again in a moment",
+                maybe_delivered=False,
+            ) from error
+
+    def _forget_launch(self, session_id: str, launch: asyncio.Task[_Agent]) -> None:
+        if self._launches.get(session_id) is launch:
+            del self._launches[session_id]
+        if not launch.cancelled() and launch.exception() is not None:
+            log.info("agent launch for session %s failed: %r", session_id, launch.exception())
+
     async def _launch(self, prompt: PromptRequest) -> _Agent:
-        """Start the profile's process and open an ACP session; any failure means the prompt
-        was certainly not taken."""
+        """Start the profile's process and open an ACP session (bounded by
+        :data:`LAUNCH_CAP_S`); a failure means no prompt was taken."""
         name = self.profile.name
         try:
             process = await asyncio.create_subprocess_exec(
@@ -153,15 +181,15 @@ class AcpExecutor(PromptDispatcher):
         agent = _Agent(prompt.session_id, process)
         agent.stderr_reader = asyncio.create_task(self._drain_stderr(agent))
         try:
-            async with asyncio.timeout(self.start_timeout_s):
+            async with asyncio.timeout(LAUNCH_CAP_S):
                 await self._open_session(agent, prompt)
-        except (TimeoutError, RequestError, OSError, ConnectionError) as error:
-            await self._stop_process(agent)
+        except BaseException as error:
+            await asyncio.shield(self._stop_process(agent))
             if isinstance(error, TimeoutError):
-                raise PromptNotAcknowledged(
-                    f"the agent {name!r} did not start in time", maybe_delivered=False
-                ) from error
-            raise PromptRejected(f"the agent {name!r} failed to start: {error}") from error
+                raise PromptRejected(f"the agent {name!r} did not start") from error
+            if isinstance(error, RequestError | OSError | ConnectionError):
+                raise PromptRejected(f"the agent {name!r} failed to start: {error}") from error
+            raise
         self._agents[prompt.session_id] = agent
         return agent
 
@@ -317,6 +345,8 @@ class AcpExecutor(PromptDispatcher):
     async def aclose(self) -> None:
         """Stop every agent (their running turns end without completing here: start-up
         recovery owns turns a stopped backend left open)."""
+        for launch in list(self._launches.values()):
+            launch.cancel()
         agents, self._agents = list(self._agents.values()), {}
         for agent in agents:
             if agent.turn is not None and agent.turn.task is not None:

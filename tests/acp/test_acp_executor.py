@@ -14,6 +14,7 @@ from backend.agents.acp_executor import AcpExecutor
 from backend.agents.profiles import BUILT_IN, MOCK_RECORD_ENV, AgentProfile
 from backend.config import Settings
 from backend.runtime import Runtime
+from tests.support.builders import World
 from tests.support.http import (
     agent_replies,
     answer_all,
@@ -136,11 +137,7 @@ async def test_a_crashed_agent_fails_its_turn_and_the_next_prompt_starts_a_new_o
 async def test_an_agent_that_cannot_start_refuses_the_prompt(engine, tmp_path: Path):
     executor = AcpExecutor(mock_profile(tmp_path / "r", ("/nonexistent/agent",)))
     async with live_api(engine, "http://127.0.0.1:9", dispatcher=executor) as live:
-        task = (
-            await __import__("tests.support.builders", fromlist=["World"])
-            .World(live.runtime.engine)
-            .task()
-        )
+        task = await World(live.runtime.engine).task()
         response = await live.http.post(
             f"/api/v1/tasks/{task}/task-sessions", json={"prompt": "hi"}
         )
@@ -207,3 +204,32 @@ async def test_a_resume_accepted_then_failed_is_terminal_and_runs_once(acp):
     # The agent did take it: it runs once and answers, and nothing re-sends it.
     await eventually(lambda: agent_replies(live, session), lambda r: r == ["Got: Ambiguous?: yes"])
     assert len(await _recorded(live, session)) == 2
+
+
+async def test_a_slow_starting_agent_refuses_the_first_prompt_and_takes_the_retry(
+    engine, tmp_path: Path
+):
+    """A launch slower than the acknowledgement deadline (a first ``npx`` download) goes on in
+    the background: the prompt is refused (not taken), a retry finds the agent ready."""
+    record = tmp_path / "record.jsonl"
+    mock = " ".join(BUILT_IN["mock-acp"].command)
+    slow = mock_profile(record, ("sh", "-c", f"sleep 2; exec {mock}"))
+    executor = AcpExecutor(slow, start_timeout_s=0.5)
+    async with live_api(engine, "http://127.0.0.1:9", dispatcher=executor) as live:
+        try:
+            task = await World(live.runtime.engine).task()
+            first = await live.http.post(
+                f"/api/v1/tasks/{task}/task-sessions", json={"prompt": "/reply early"}
+            )
+            assert first.status_code == 502, first.text
+            (session,) = (await live.http.get(f"/api/v1/tasks/{task}/task-sessions")).json()[
+                "sessions"
+            ]
+            await eventually(lambda: executor._agents.get(session["id"]), within_s=20)
+            retry = await live.http.post(
+                f"/api/v1/task-sessions/{session['id']}/prompt", json={"content": "/reply ready"}
+            )
+            assert retry.status_code == 202, retry.text
+            await eventually(lambda: agent_replies(live, session["id"]), lambda r: r == ["ready"])
+        finally:
+            await executor.aclose()
