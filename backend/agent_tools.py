@@ -124,7 +124,10 @@ class AgentTools:
         return reply
 
     async def start(self) -> None:
-        """Run the transport's task group in a task of its own until :meth:`stop`."""
+        """Run the transport's task group in a task of its own until :meth:`stop` (once per
+        runtime: the SDK's session manager cannot run twice)."""
+        if self._serving is not None or self._stop.is_set():
+            raise RuntimeError("the agent tool server runs once per runtime")
         running = asyncio.Event()
 
         async def serve() -> None:

@@ -288,6 +288,9 @@ class AcpExecutor(PromptDispatcher):
             )
         except DomainError as refused:  # e.g. the turn is no longer current
             log.info("agent output for turn %s refused: %s", request.turn_id, refused.message)
+        except Exception:
+            # A lost transcript line must not also lose the turn's completion: go on.
+            log.exception("agent output for turn %s not stored", request.turn_id)
 
     async def _complete(self, turn: _Turn, status: str) -> None:
         request = turn.request
@@ -298,6 +301,9 @@ class AcpExecutor(PromptDispatcher):
             )
         except DomainError as refused:
             log.info("completion of turn %s refused: %s", request.turn_id, refused.message)
+        except Exception:
+            # Left open, like a lost ready event: start-up recovery settles the turn.
+            log.exception("completion of turn %s not stored", request.turn_id)
 
     # -- test controls ---------------------------------------------------------------------------
 

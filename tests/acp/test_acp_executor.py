@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.agentctl.client import PromptRequest
 from backend.agents.acp_executor import AcpExecutor
 from backend.agents.profiles import BUILT_IN, MOCK_RECORD_ENV, AgentProfile
 from backend.config import Settings
@@ -233,3 +234,32 @@ async def test_a_slow_starting_agent_refuses_the_first_prompt_and_takes_the_retr
             await eventually(lambda: agent_replies(live, session["id"]), lambda r: r == ["ready"])
         finally:
             await executor.aclose()
+
+
+class _FailingSink:
+    """The orchestrator's side, failing to store the agent's output (a database error)."""
+
+    def __init__(self) -> None:
+        self.completed: list[tuple[str, str]] = []
+
+    async def agent_message(self, session_id: str, turn_id: str, generation: int, content: str):
+        raise RuntimeError("database is locked")
+
+    async def turn_complete(self, session_id: str, turn_id: str, generation: int, status: str):
+        self.completed.append((turn_id, status))
+        return True
+
+
+async def test_output_that_cannot_be_stored_still_completes_the_turn(tmp_path: Path):
+    """An exit of a running prompt: storing a message fails unexpectedly; the turn must still
+    be completed, or its session would stay busy with nothing to finish it."""
+    executor = AcpExecutor(mock_profile(tmp_path / "record.jsonl"), start_timeout_s=15.0)
+    sink = _FailingSink()
+    executor.attach(sink)
+    request = PromptRequest("s-1", "t-1", 1, "/reply lost", "http://127.0.0.1:9", "s-1.x")
+    try:
+        await executor.dispatch_prompt(request)
+        await eventually(lambda: sink.completed, within_s=20)
+    finally:
+        await executor.aclose()
+    assert sink.completed == [("t-1", "completed")]
