@@ -23,15 +23,16 @@ class Settings(BaseSettings):
     database_url: str = f"sqlite+aiosqlite:///{DEFAULT_SQLITE_PATH}"
     sqlite_busy_timeout_ms: int = 10_000
     db_pool_size: int = 5
-    #: The agent executor (agentctl) and how long a prompt may wait for its acknowledgement.
-    agentctl_url: str = "http://127.0.0.1:8765"
+    #: How long a prompt may wait for the agent's acknowledgement (an agent that is still
+    #: starting by then did not take it).
     agentctl_ack_timeout_s: float = 10.0
-    #: An ACP agent profile (``backend/agents/profiles.py``: ``mock-acp``, ``claude-code``,
-    #: ``codex`` or one from ``agent_profiles``): prompts go to that agent over ACP instead
-    #: of the agentctl service. Unset: agentctl (the mock agent of ``scripts/run``).
-    agent: str | None = None
+    #: The agent profile of sessions that do not name one (``backend/agents/profiles.py``:
+    #: ``mock``, ``claude-code``, ``codex`` or one from ``agent_profiles``).
+    agent: str = "mock"
     #: A JSON file of extra agent profiles.
     agent_profiles: str | None = None
+    #: Where the mock agent records every prompt it reads (the test API's prompt record).
+    mock_record: str = str(PROJECT_ROOT / ".data" / "mock-agent-prompts.jsonl")
     #: How long a live answer may go without agent activity before it is re-sent as a prompt.
     primary_answer_watchdog_s: float = 30.0
     #: Test builds only: fault points and the mock agent's record under /api/v1/_test.

@@ -17,6 +17,13 @@ class DomainError(Exception):
         self.extra = extra
 
 
+class UnknownAgentProfile(DomainError):
+    """A session named an agent profile this server does not have: a validation error of
+    the request body like any other (400 ``validation``)."""
+
+    code = "validation"
+
+
 class NotFound(DomainError):
     status = 404
     code = "not_found"

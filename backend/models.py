@@ -131,6 +131,9 @@ class TaskSession(SQLModel, table=True):
     state: str = Field(default=SessionState.CREATED, max_length=32)
     is_primary: bool = False
     agent_profile: str = Field(default="mock", max_length=100)
+    #: The agent's own id for this conversation (ACP ``sessionId``): a restarted backend
+    #: resumes it with ``session/load``.
+    agent_session_id: str | None = Field(default=None, max_length=200)
     #: Incremented by every accepted prompt; ready events carry it so stale ones are dropped.
     prompt_generation: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     #: Derived cache of the authoritative projection; never read as pending truth.

@@ -11,9 +11,13 @@ order; any failure fails start-up (the next start retries) and leaves the eviden
 2. **Delivery intents** left by a response that never reached a handoff: restore the claim to
    pending while its turn is still current; retire it when the session ended or a newer turn
    took over (history is never reactivated).
-3. **Unacknowledged ordinary turns** (the process stopped mid-dispatch): completed ``failed``
+3. **Abandoned permission requests.** A pending permission request of a live session's current
+   turn was waited on by an agent process that stopped with the previous backend: nobody can
+   take an answer, so it is cancelled (and announced). Runs after step 2, so a permission
+   claim restored there is cancelled too.
+4. **Unacknowledged ordinary turns** (the process stopped mid-dispatch): completed ``failed``
    through the outbox, the session freed.
-4. **Outbox replay.** Publish ``turn.started`` (and ``turn.completed`` for a finished turn) for
+5. **Outbox replay.** Publish ``turn.started`` (and ``turn.completed`` for a finished turn) for
    every marked turn; clear each marker only after the bus accepted its events.
 """
 
@@ -41,7 +45,9 @@ from backend.orchestrator.reservations import (
     SOURCE_PENDING_ID,
     START_EVENT_PENDING,
 )
+from backend.permissions import store as permission_store
 from backend.request_evidence import DELIVERY_INTENT, pending_id
+from backend.views import message_view
 from backend.vocabulary import SessionState
 
 log = logging.getLogger(__name__)
@@ -58,10 +64,29 @@ async def recover(engine: AsyncEngine, bus: EventBus) -> None:
     await failpoints.hit("recovery.intents")
     async with write_tx(engine) as conn:
         await _reconcile_intents(conn)
+    await failpoints.hit("recovery.permissions")
+    await _cancel_abandoned_permissions(engine, bus)
     async with write_tx(engine) as conn:
         await _fail_unacknowledged_turns(conn)
     await failpoints.hit("recovery.replay")
     await _replay_start_events(engine, bus)
+
+
+async def _cancel_abandoned_permissions(engine: AsyncEngine, bus: EventBus) -> None:
+    """Cancel the permission requests no agent can answer any more, then name them on the bus
+    (the summary projector re-derives their tasks; no client is connected yet, so the events
+    carry no projection). A failed publication is logged: reads repair summaries anyway."""
+    async with write_tx(engine) as conn:
+        cancelled = await permission_store.cancel_abandoned(conn)
+    for row in cancelled:
+        log.warning("recovery: cancelled permission request %s", row["metadata"]["pending_id"])
+        data = {"session_id": row["session_id"], "task_id": row["task_id"]}
+        try:
+            await bus.publish(
+                Event("session.message.updated", {**data, "message": message_view(row)})
+            )
+        except Exception as error:
+            log.warning("recovery: cancelled permission not announced: %r", error)
 
 
 async def _fail_unacknowledged_turns(conn: AsyncConnection) -> None:

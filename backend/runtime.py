@@ -17,7 +17,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from backend import failpoints
 from backend.agent_credentials import AgentCredentials
 from backend.agent_tools import AgentTools
-from backend.agentctl.client import AgentctlClient
 from backend.agents.acp_executor import AcpExecutor
 from backend.agents.profiles import load_profiles
 from backend.clarifications.respond import Responder
@@ -29,6 +28,7 @@ from backend.events import EventBus, InMemoryEventBus
 from backend.events.publisher import EventPublisher
 from backend.orchestrator.dispatch import AgentChannel
 from backend.orchestrator.service import Orchestrator, PromptDispatcher
+from backend.permissions import PermissionDesk
 from backend.projections.revision import RevisionClock
 from backend.projections.summaries import TaskSummaries
 from backend.projections.summary_projector import SummaryProjector
@@ -63,22 +63,17 @@ class Runtime:
         self.events = EventPublisher(engine, self.bus, lambda: self.revisions)
         self.summaries = TaskSummaries(engine, self.bus)
         self.projector = SummaryProjector(engine, self.bus, self.summaries)
-        self._owned_client: AgentctlClient | None = None
+        #: The agent profiles sessions may name (a session's own profile runs its agent).
+        self.profiles = load_profiles(settings.agent_profiles, mock_record=settings.mock_record)
+        if settings.agent not in self.profiles:
+            known = ", ".join(sorted(self.profiles))
+            raise ValueError(f"unknown agent profile {settings.agent!r} (known: {known})")
         self._owned_executor: AcpExecutor | None = None
-        if dispatcher is None and settings.agent:
-            profiles = load_profiles(settings.agent_profiles)
-            if settings.agent not in profiles:
-                known = ", ".join(sorted(profiles))
-                raise ValueError(f"unknown agent profile {settings.agent!r} (known: {known})")
+        if dispatcher is None:
             self._owned_executor = AcpExecutor(
-                profiles[settings.agent], start_timeout_s=settings.agentctl_ack_timeout_s
+                self.profiles, start_timeout_s=settings.agentctl_ack_timeout_s
             )
             dispatcher = self._owned_executor
-        elif dispatcher is None:
-            self._owned_client = AgentctlClient(
-                settings.agentctl_url, ack_timeout_s=settings.agentctl_ack_timeout_s
-            )
-            dispatcher = self._owned_client
         #: Read at start (before recovery, which may resume answers to agents).
         self.credentials = AgentCredentials()
         self.orchestrator = Orchestrator(
@@ -97,6 +92,10 @@ class Runtime:
         self.responder = Responder(
             engine, self.waiters, self.orchestrator, self.events, self.summaries
         )
+        #: Agents' permission requests, answerable by the user (``backend/permissions``).
+        self.permissions = PermissionDesk(engine, self.events, self.summaries)
+        if isinstance(dispatcher, AcpExecutor):
+            dispatcher.attach_permissions(self.permissions)
         self._revisions: RevisionClock | None = None
 
     @property
@@ -110,11 +109,10 @@ class Runtime:
         return self._revisions
 
     @property
-    def agent_control(self) -> AgentctlClient | AcpExecutor | None:
-        """The executor's test controls (the mock's fault point and prompt record), when the
-        executor has them: the agentctl client or the ACP executor."""
+    def agent_control(self) -> AcpExecutor | None:
+        """The executor's test controls (the mock's fault point and prompt record)."""
         dispatcher = self.orchestrator.dispatcher
-        return dispatcher if isinstance(dispatcher, AgentctlClient | AcpExecutor) else None
+        return dispatcher if isinstance(dispatcher, AcpExecutor) else None
 
     async def start(self) -> None:
         """Recover every crash window, then allocate the projection epoch; only then is the
@@ -137,13 +135,12 @@ class Runtime:
     async def stop(self) -> None:
         self._revisions = None
         await self.agent_tools.stop()  # open tool calls end here: their bundles detach
+        await self.permissions.close()  # open permission requests end: cancelled
         # Durable work shielded from cancelled requests (detach, pause, rollback, release)
         # finishes before the engine goes away.
         await drain()
         await self.projector.stop()
         await self.orchestrator.watchdog.shutdown()
-        if self._owned_client is not None:
-            await self._owned_client.aclose()
         if self._owned_executor is not None:
             await self._owned_executor.aclose()
         if self._owns_engine:

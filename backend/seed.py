@@ -2,7 +2,9 @@
 
 Idempotent: does nothing when any workspace exists. The demo shows the rule at work: a task
 whose *secondary* session owns a current question, a session whose old question was superseded
-by a newer turn (and so is inert), and a pending permission request.
+by a newer turn (and so is inert), and a pending permission request (no agent process waits
+for it, so the app's start-up recovery cancels it, as it does for any request whose agent
+stopped: ``backend/recovery.py``).
 """
 
 from __future__ import annotations

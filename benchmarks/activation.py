@@ -24,23 +24,20 @@ run, a slow one does not (timings on a shared 2-core machine are too noisy to ga
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from playwright.sync_api import Page, expect, sync_playwright
 
 from tests.e2e.api import Api
 from tests.e2e.server import AppServer, prepare_database
 from tests.e2e.viewports import CHROMIUM, CHROMIUM_ARGS, DESKTOP, PHONE
-from tests.support.processes import MockAgentProcess, free_port
+from tests.support.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 500.0
@@ -73,21 +70,11 @@ _ARM = """
 
 @contextmanager
 def running_app(work: Path) -> Iterator[AppServer]:
-    """The mock agent and the prod app on a fresh, seeded SQLite database."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    def run(coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(120)
-
-    agent = MockAgentProcess(work / "agent" / "state")
+    """The prod app (which runs the ACP mock agent) on a fresh, seeded SQLite database."""
     database_url = f"sqlite+aiosqlite:///{work / 'bench.db'}"
     prepare_database(database_url)
-    run(agent.start())
     server = AppServer(
         database_url=database_url,
-        agent_url=agent.url,
         port=free_port(),
         web_dir=work / "web",
         work_dir=work / "app",
@@ -98,9 +85,6 @@ def running_app(work: Path) -> Iterator[AppServer]:
         yield server
     finally:
         server.stop()
-        run(agent.stop())
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
 
 
 def measure_click(page: Page, row_selector: str, question: str) -> float:

@@ -106,6 +106,19 @@ def start_session_form() -> rx.Component:
                 width="100%",
                 auto_focus=True,
             ),
+            rx.flex(
+                rx.text("Agent", as_="label", size="1", html_for="start-session-agent"),
+                rx.select(
+                    SessionViewState.agent_profiles,
+                    name="agent_profile",
+                    default_value=SessionViewState.agent_profile,
+                    id="start-session-agent",
+                    aria_label="Agent",
+                    size="1",
+                ),
+                align="center",
+                spacing="2",
+            ),
             rx.cond(
                 SessionViewState.start_error != "",
                 rx.text(SessionViewState.start_error, size="1", color_scheme="red", role="alert"),

@@ -1,16 +1,19 @@
-"""The clarification overlay: the active bundle of the open session, one question at a time.
+"""The overlay: the active bundle of the open session, one question at a time.
 
 ``#clarification-overlay`` (role ``dialog``, named "Agent question"); options are toggle buttons
 named by their label, in a group named "Options" (one may be picked) or "Options (several)"
 (multi-select); free text ``#clarification-text-<message_id>``; buttons "Submit answer", "Skip",
 and "Previous" / "Next" for bundles of several questions. Answers go through the respond
-route's function; Skip sends ``rejected: true``; a 409 closes the overlay.
+route's function; Skip sends ``rejected: true``; a 409 closes the overlay. An agent's
+permission request shows the permission card instead (``components/permission_overlay.py``).
 """
 
 from __future__ import annotations
 
 import reflex as rx
 
+from components.overlay_card import overlay_card, overlay_error
+from components.permission_overlay import permission_overlay
 from components.theme import space
 from state.overlay import OverlayState
 from state.ui_models import OptionItem
@@ -74,30 +77,17 @@ def _pager() -> rx.Component:
 
 
 def clarification_overlay() -> rx.Component:
+    """The open session's active bundle: an agent's permission request gets its own card
+    (``components/permission_overlay.py``), a clarification the question card below."""
+    return rx.cond(OverlayState.is_permission, permission_overlay(), _question_card())
+
+
+def _question_card() -> rx.Component:
     question = OverlayState.current_question
     busy = OverlayState.overlay_busy != ""
     return rx.cond(
         OverlayState.has_bundle,
-        rx.box(
-            rx.flex(
-                rx.flex(
-                    rx.center(
-                        rx.icon("message-circle-question", size=16, color=rx.color("amber", 11)),
-                        width="28px",
-                        height="28px",
-                        border_radius="var(--radius-2)",
-                        background_color=rx.color("amber", 3),
-                        flex_shrink="0",
-                    ),
-                    rx.heading("Agent question", as_="h3", size="2", weight="bold"),
-                    align="center",
-                    spacing="2",
-                ),
-                _pager(),
-                justify="between",
-                align="center",
-                spacing="3",
-            ),
+        overlay_card(
             rx.text(
                 question.question,
                 size="3",
@@ -140,16 +130,7 @@ def clarification_overlay() -> rx.Component:
                 width="100%",
                 size="2",
             ),
-            rx.cond(
-                OverlayState.overlay_error != "",
-                rx.callout(
-                    OverlayState.overlay_error,
-                    icon="triangle-alert",
-                    color_scheme="red",
-                    size="1",
-                    role="alert",
-                ),
-            ),
+            overlay_error(OverlayState.overlay_error),
             rx.flex(
                 rx.button(
                     "Skip",
@@ -173,24 +154,9 @@ def clarification_overlay() -> rx.Component:
                 justify="end",
                 spacing="2",
             ),
-            id="clarification-overlay",
-            role="dialog",
-            aria_modal="false",
-            aria_label="Agent question",
-            display="flex",
-            flex_direction="column",
-            gap=space(3),
-            padding=space(4),
-            margin_x=rx.breakpoints(initial=space(2), md=space(4)),
-            margin_bottom=space(2),
-            border_radius="var(--radius-4)",
-            border=f"1px solid {rx.color('amber', 6)}",
-            border_top=f"3px solid {rx.color('amber', 9)}",
-            background_color="var(--color-panel-solid)",
-            box_shadow="var(--shadow-4)",
-            max_height=rx.breakpoints(initial="48dvh", md="52dvh"),
-            overflow_y="auto",
-            flex_shrink="1",
-            min_height="0",
+            icon="message-circle-question",
+            title="Agent question",
+            element_id="clarification-overlay",
+            header_extra=_pager(),
         ),
     )

@@ -13,7 +13,7 @@ import reflex as rx
 from components.composer import composer, start_session_form
 from components.overlay import clarification_overlay
 from components.session_tabs import session_tabs
-from components.theme import badge, space, state_icon
+from components.theme import badge, icon_tile, space, state_icon
 from components.transcript import chat_notice, transcript
 from state.app_state import AppState
 from state.session_view import SessionViewState
@@ -83,13 +83,7 @@ def task_header() -> rx.Component:
 def _empty(icon: str, title: str, text: rx.Var[str] | str, *extra: rx.Component) -> rx.Component:
     return rx.center(
         rx.flex(
-            rx.center(
-                rx.icon(icon, size=22, color=rx.color("accent", 10)),
-                width="44px",
-                height="44px",
-                border_radius="var(--radius-4)",
-                background_color=rx.color("accent", 3),
-            ),
+            icon_tile(icon, "accent", size=22, box="44px", radius=4, shade=10),
             rx.heading(title, as_="h2", size="4"),
             rx.text(text, size="2", color_scheme="gray", text_align="center", max_width="360px"),
             *extra,

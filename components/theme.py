@@ -38,6 +38,21 @@ def brand_mark(size: int = 32) -> rx.Component:
     )
 
 
+def icon_tile(
+    icon: str, color: str, *, size: int, box: str, radius: int, shade: int
+) -> rx.Component:
+    """An icon (``shade`` of ``color``) on a square tinted with ``color`` (card headers,
+    empty states): one look for both."""
+    return rx.center(
+        rx.icon(icon, size=size, color=rx.color(color, shade)),
+        width=box,
+        height=box,
+        border_radius=f"var(--radius-{radius})",
+        background_color=rx.color(color, 3),
+        flex_shrink="0",
+    )
+
+
 def state_icon(state: rx.Var[str], size: int = 16) -> rx.Component:
     """The task state as an icon (with its name for screen readers)."""
 

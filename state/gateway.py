@@ -19,12 +19,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from backend.access import Caller, resolve_caller
+from backend.api.permission_schemas import PermissionRespondBody
 from backend.api.schemas import CreateSessionBody, CreateTaskBody, PromptBody, RespondBody
 from backend.db.engine import read_tx
 from backend.errors import DeliveryFailed, DomainError, NotActive, NotFound
 from backend.services.boot import boot_payload
 from backend.services.clarifications import respond_to_bundle
+from backend.services.permissions import respond_to_permission
 from backend.services.sessions import (
+    agent_profiles,
     prompt_session,
     session_clarifications,
     session_messages,
@@ -145,16 +148,15 @@ async def session_view(session_id: str) -> tuple[list[dict[str, Any]], list[dict
     runtime, who = get_runtime(), await caller()
     messages, bundles = await asyncio.gather(
         session_messages(runtime, who, session_id),
-        session_clarifications(runtime, who, session_id, clarifications_only=True),
+        session_clarifications(runtime, who, session_id),
     )
     return messages, bundles
 
 
 async def bundles(session_id: str) -> list[dict[str, Any]]:
-    """The session's active *clarification* bundles: what the overlay can answer."""
-    return await session_clarifications(
-        get_runtime(), await caller(), session_id, clarifications_only=True
-    )
+    """The session's active bundles: clarifications and permission requests (``kind``), what
+    the overlay can answer."""
+    return await session_clarifications(get_runtime(), await caller(), session_id)
 
 
 async def messages(session_id: str) -> list[dict[str, Any]]:
@@ -176,13 +178,27 @@ async def respond(
     )
 
 
+async def respond_permission(pending_id: str, option_id: str) -> str:
+    """Pick ``option_id`` on an agent's permission request; returns the outcome."""
+    body = PermissionRespondBody.model_validate({"option_id": option_id})
+    return await respond_to_permission(get_runtime(), await caller(), pending_id, body.option_id)
+
+
 async def prompt(session_id: str, content: str) -> str:
     body = PromptBody.model_validate({"content": content})
     return await prompt_session(get_runtime(), await caller(), session_id, body.content)
 
 
-async def start_session(task_id: str, prompt_text: str) -> dict[str, Any]:
-    body = CreateSessionBody.model_validate({"prompt": prompt_text})
+def agent_choices() -> tuple[list[str], str]:
+    """The agent profiles a new session may run, and the default one."""
+    listing = agent_profiles(get_runtime())
+    return [p["name"] for p in listing["profiles"]], listing["default"]
+
+
+async def start_session(
+    task_id: str, prompt_text: str, agent_profile: str | None = None
+) -> dict[str, Any]:
+    body = CreateSessionBody.model_validate({"prompt": prompt_text, "agent_profile": agent_profile})
     return await start_task_session(
         get_runtime(), await caller(), task_id, body.prompt, agent_profile=body.agent_profile
     )
@@ -219,6 +235,7 @@ __all__ = [
     "new_task",
     "prompt",
     "respond",
+    "respond_permission",
     "session_view",
     "sessions",
     "start_session",

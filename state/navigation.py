@@ -62,6 +62,7 @@ class NavigationState(AppState):
         workspace = await Workspace.of(self)
         self.load_error = ""
         workspace.apply_boot(boot)
+        workspace.view.set_agent_choices(*gateway.agent_choices())
         self.loaded = True
         if route.kind in (HOME, BOARD):
             self.activating_task_id = ""
@@ -117,13 +118,14 @@ class NavigationState(AppState):
     async def start_session(self, form_data: dict[str, Any]) -> AsyncIterator[Any]:
         """ "Start session": a new session of the active task with its first prompt."""
         prompt_text = str(form_data.get("prompt", "")).strip()
+        agent_profile = str(form_data.get("agent_profile", "")) or None
         async with self:
             workspace = await Workspace.of(self)
             task_id = self.active_task_id
             if not task_id or not workspace.view.begin_start(prompt_text):
                 return
         try:
-            created = await gateway.start_session(task_id, prompt_text)
+            created = await gateway.start_session(task_id, prompt_text, agent_profile)
             payload = await gateway.sessions(task_id)
         except Exception as exc:
             async with self:

@@ -1,18 +1,21 @@
-"""The clarification overlay: the open session's active bundle, one question at a time, with
-Submit and Skip. It shows exactly the bundle the server lists as active for the open view;
-a refusal (409, S15) closes it and re-reads, a retryable error keeps the user's answer.
+"""The overlay: the open session's active bundle. A clarification shows one question at a
+time, with Submit and Skip; an agent's permission request (``kind`` ``permission``) shows its
+title and one button per option, and a click sends that choice. It shows exactly the bundle the
+server lists as active for the open view; a refusal (409, S15) closes it and re-reads, a
+retryable error keeps the user's answer.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 import reflex as rx
 
 from state import gateway
-from state.session_view import SessionViewState
+from state.session_view import SessionViewState, ViewRef
 from state.ui_models import (
     QuestionItem,
     answers_payload,
@@ -25,10 +28,17 @@ from state.ui_models import (
 
 log = logging.getLogger(__name__)
 
+#: The bundle ``kind`` of an agent's permission request.
+PERMISSION_KIND = "permission"
+
 
 class OverlayState(SessionViewState):
     questions: list[QuestionItem] = []  # noqa: RUF012 - how Reflex declares state vars
     bundle_pending_id: str = ""
+    #: ``clarification`` or ``permission`` (the bundle's ``kind``).
+    bundle_kind: str = ""
+    #: The permission option being sent (while ``overlay_busy`` is ``permit``).
+    permit_choice: str = ""
     question_index: int = 0
     overlay_busy: str = ""
     overlay_error: str = ""
@@ -36,6 +46,10 @@ class OverlayState(SessionViewState):
     @rx.var
     def has_bundle(self) -> bool:
         return len(self.questions) > 0
+
+    @rx.var
+    def is_permission(self) -> bool:
+        return len(self.questions) > 0 and self.bundle_kind == PERMISSION_KIND
 
     @rx.var
     def question_count(self) -> int:
@@ -65,12 +79,14 @@ class OverlayState(SessionViewState):
             self.overlay_busy = ""
         self.questions = question_items(bundle, previous)
         self.bundle_pending_id = pending_id
+        self.bundle_kind = str(bundle.get("kind") or "clarification") if bundle else ""
         if self.question_index >= len(self.questions):
             self.question_index = max(0, len(self.questions) - 1)
 
     def close(self) -> None:
         self.questions = []
         self.bundle_pending_id = ""
+        self.bundle_kind = ""
         self.question_index = 0
         self.overlay_error = ""
         self.overlay_busy = ""
@@ -106,13 +122,39 @@ class OverlayState(SessionViewState):
         async for event in _respond(self, rejected=True):
             yield event
 
+    @rx.event(background=True)
+    async def choose_permission(self, option_id: str) -> AsyncIterator[Any]:
+        """Answer the visible permission request with ``option_id`` (one click, one choice)."""
+        async with self:
+            if self.overlay_busy or self.bundle_kind != PERMISSION_KIND:
+                return  # (no bundle: no kind)
+            sent = _sending(self, "permit")
+            self.permit_choice = option_id
+        async for event in _converge(
+            self, sent, gateway.respond_permission(sent.pending_id, option_id)
+        ):
+            yield event
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """What the overlay showed when it sent a response (a late result applies only there)."""
+
+    pending_id: str
+    view: ViewRef
+    task_id: str
+
+
+def _sending(state: OverlayState, busy: str) -> _Sent:
+    """Mark the overlay busy sending a response to the visible bundle (inside the lock)."""
+    state.overlay_busy = busy
+    state.overlay_error = ""
+    state.chat_notice = ""
+    return _Sent(state.bundle_pending_id, state.view_ref(), state.active_task_id)
+
 
 async def _respond(state: OverlayState, *, rejected: bool) -> AsyncIterator[Any]:
-    """Submit (answers) or Skip (``rejected``) the visible bundle, then converge.
-
-    409 (superseded or terminal, S15): the overlay closes and the view is re-read; a retryable
-    500 keeps the overlay open with the same answer; a non-retryable one closes it.
-    """
+    """Submit (answers) or Skip (``rejected``) the visible bundle, then converge."""
     async with state:
         if state.overlay_busy or not state.bundle_pending_id:
             return
@@ -122,16 +164,24 @@ async def _respond(state: OverlayState, *, rejected: bool) -> AsyncIterator[Any]
                 state.question_index = missing
                 state.overlay_error = "Answer every question before submitting."
                 return
-        pending_id = state.bundle_pending_id
         answers = None if rejected else answers_payload(state.questions)
-        view = state.view_ref()
-        task_id = state.active_task_id
-        state.overlay_busy = "skip" if rejected else "submit"
-        state.overlay_error = ""
-        state.chat_notice = ""
+        sent = _sending(state, "skip" if rejected else "submit")
+    async for event in _converge(
+        state, sent, gateway.respond(sent.pending_id, answers, rejected, None)
+    ):
+        yield event
+
+
+async def _converge(state: OverlayState, sent: _Sent, call: Awaitable[str]) -> AsyncIterator[Any]:
+    """Await the response, then re-read the view and apply it.
+
+    409 (superseded or terminal, S15): the overlay closes and the view is re-read; a retryable
+    500 keeps the overlay open with the same answer; a non-retryable one closes it.
+    """
+    pending_id, view, task_id = sent.pending_id, sent.view, sent.task_id
     error = None
     try:
-        await gateway.respond(pending_id, answers, rejected, None)
+        await call
     except Exception as exc:
         error = gateway.describe(exc)
     try:
@@ -142,6 +192,7 @@ async def _respond(state: OverlayState, *, rejected: bool) -> AsyncIterator[Any]
         messages, bundles, tasks = None, None, {}
     async with state:
         state.overlay_busy = ""
+        state.permit_choice = ""
         if task_id in tasks:
             state.store_tasks({task_id: merge_task(state._tasks.get(task_id), tasks[task_id])})
         if not state.shows(view):

@@ -49,6 +49,9 @@ class SessionViewState(AppState):
     start_open: bool = False
     start_busy: bool = False
     start_error: str = ""
+    #: The agents a new session may run, and the start form's preselected one.
+    agent_profiles: list[str] = []  # noqa: RUF012 - how Reflex declares state vars
+    agent_profile: str = ""
 
     # -- payloads (server only) ---------------------------------------------------------------
     _tab_sessions: list[dict[str, Any]] = []  # noqa: RUF012 - how Reflex declares state vars
@@ -143,6 +146,10 @@ class SessionViewState(AppState):
         self._event_log = []
         self.chat_notice = ""
         self.view_loading = False
+
+    def set_agent_choices(self, profiles: list[str], default: str) -> None:
+        self.agent_profiles = profiles
+        self.agent_profile = default
 
     def begin_start(self, prompt_text: str) -> bool:
         """The start form was submitted: ``False`` when it is busy or has no prompt."""

@@ -41,11 +41,17 @@ class PromptRequest:
     callback_url: str
     agent_token: str
     answer: dict[str, Any] | None = None
+    #: The session's agent profile: which agent runs the prompt.
+    agent_profile: str = "mock"
+    #: The agent's own id for the conversation (ACP ``sessionId``), once it has one.
+    agent_session_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         body = asdict(self)
         if self.answer is None:
             del body["answer"]
+        # Which agent runs it is the executor's business, not the wire body's.
+        del body["agent_profile"], body["agent_session_id"]
         return body
 
 

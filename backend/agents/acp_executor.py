@@ -29,6 +29,7 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,20 +38,24 @@ from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AgentMessageChunk,
+    AllowedOutcome,
     ClientCapabilities,
     DeniedOutcome,
     HttpHeader,
     HttpMcpServer,
     RequestPermissionResponse,
+    ToolCallUpdate,
 )
+from acp.schema import PermissionOption as AcpPermissionOption
 
 from backend.agent_tools import MCP_PATH
 from backend.agentctl.client import PromptRequest
 from backend.agentctl.errors import PromptNotAcknowledged, PromptRejected, PromptTransportError
 from backend.agentctl.protocol import FAILPOINT_ACTIONS as FAULT_ACTIONS
-from backend.agents.profiles import MOCK_RECORD_ENV, AgentProfile
+from backend.agents.profiles import MOCK, MOCK_RECORD_ENV, AgentProfile
 from backend.errors import DomainError
 from backend.orchestrator.dispatch import AgentSink, PromptDispatcher
+from backend.permissions import PermissionDesk, PermissionOption
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +71,48 @@ LAUNCH_CAP_S = 300.0
 COMPLETED_STOPS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "cancelled"})
 
 
+class _PromptPipe:
+    """The agent's stdin as the ACP connection writes to it, noting each ``session/prompt``
+    request that reached the pipe (written and drained): that is the acknowledgement."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        # The SDK insists on a real StreamWriter: hook this one's write and drain.
+        self._write, self._drain = writer.write, writer.drain
+        writer.write = self.write  # type: ignore[method-assign]
+        writer.drain = self.drain  # type: ignore[method-assign]
+        self._prompt_pending = False
+        self.prompts_flushed = 0
+        self._flushed = asyncio.Event()
+
+    def write(self, data: bytes) -> None:
+        self._write(data)
+        if b'"session/prompt"' in data:
+            self._prompt_pending = True
+
+    async def drain(self) -> None:
+        await self._drain()
+        if self._prompt_pending:
+            self._prompt_pending = False
+            self.prompts_flushed += 1
+            self._flushed.set()
+
+    async def prompt_flushed_after(
+        self, count: int, sending: asyncio.Task[None], timeout_s: float
+    ) -> None:
+        """Wait until more than ``count`` prompts reached the pipe; the sending task ending
+        first (a broken pipe) or the deadline means the prompt was not taken."""
+        async with asyncio.timeout(timeout_s):
+            while self.prompts_flushed <= count:
+                if sending.done():
+                    raise PromptRejected("the agent's input closed before the prompt was sent")
+                self._flushed.clear()
+                waiter = asyncio.ensure_future(self._flushed.wait())
+                try:
+                    await asyncio.wait({waiter, sending}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+
+
 @dataclass(slots=True)
 class _Turn:
     request: PromptRequest
@@ -79,8 +126,10 @@ class _Agent:
     """One session's agent process and its ACP session."""
 
     session_id: str
+    profile: AgentProfile
     process: asyncio.subprocess.Process
     conn: ClientSideConnection | None = None
+    pipe: _PromptPipe | None = None
     acp_session_id: str = ""
     can_load: bool = False
     turn: _Turn | None = None
@@ -94,12 +143,13 @@ class _Agent:
 class AcpExecutor(PromptDispatcher):
     def __init__(
         self,
-        profile: AgentProfile,
+        profiles: Mapping[str, AgentProfile],
         *,
         start_timeout_s: float = 10.0,
         fault_timeout_s: float | None = None,
     ) -> None:
-        self.profile = profile
+        #: The profiles sessions may name; each session's agent runs its own.
+        self.profiles = profiles
         #: How long a prompt waits for its agent's launch (``initialize``, ``session/new``):
         #: within the acknowledgement deadline, or the prompt was not taken.
         self.start_timeout_s = start_timeout_s
@@ -108,6 +158,8 @@ class AcpExecutor(PromptDispatcher):
         #: The armed test fault and how many prompts it still applies to (``None``: all).
         self._fault: tuple[str, int | None] | None = None
         self._sink: AgentSink | None = None
+        #: Where agents' permission requests go; without it they are declined.
+        self.permissions: PermissionDesk | None = None
         self._agents: dict[str, _Agent] = {}
         self._launches: dict[str, asyncio.Task[_Agent]] = {}
         #: ACP session ids of sessions whose process died: ``session/load`` resumes them.
@@ -115,6 +167,9 @@ class AcpExecutor(PromptDispatcher):
 
     def attach(self, sink: AgentSink) -> None:
         self._sink = sink
+
+    def attach_permissions(self, desk: PermissionDesk) -> None:
+        self.permissions = desk
 
     # -- dispatch ------------------------------------------------------------------------------
 
@@ -132,8 +187,21 @@ class AcpExecutor(PromptDispatcher):
             await self._end_running(agent)
             turn = _Turn(prompt)
             agent.turn = turn
+            assert agent.pipe is not None
+            flushed = agent.pipe.prompts_flushed
             turn.task = asyncio.create_task(self._run(agent, turn), name=f"acp-{prompt.turn_id}")
-            await asyncio.sleep(0)  # the request is written on the task's first step
+            # Acknowledged once the request is in the pipe (the OS holds it even if this
+            # process dies now); a write that fails first means the agent never got it.
+            try:
+                await agent.pipe.prompt_flushed_after(flushed, turn.task, self.start_timeout_s)
+            except TimeoutError as error:
+                # An agent that does not read its input is stuck: ended here, it can never
+                # run the prompt, so the prompt certainly was not taken (the next prompt
+                # starts a new process).
+                agent.process.kill()
+                raise PromptNotAcknowledged(
+                    "the agent did not read the prompt in time", maybe_delivered=False
+                ) from error
         if fault == "accept_then_fail":
             raise PromptTransportError("the connection failed after the prompt (test fault)")
 
@@ -152,7 +220,7 @@ class AcpExecutor(PromptDispatcher):
                 return await asyncio.shield(launch)
         except TimeoutError as error:
             raise PromptNotAcknowledged(
-                f"the agent {self.profile.name!r} is still starting; try again in a moment",
+                f"the agent {prompt.agent_profile!r} is still starting; try again in a moment",
                 maybe_delivered=False,
             ) from error
 
@@ -165,20 +233,23 @@ class AcpExecutor(PromptDispatcher):
     async def _launch(self, prompt: PromptRequest) -> _Agent:
         """Start the profile's process and open an ACP session (bounded by
         :data:`LAUNCH_CAP_S`); a failure means no prompt was taken."""
-        name = self.profile.name
+        name = prompt.agent_profile
+        profile = self.profiles.get(name)
+        if profile is None:
+            raise PromptRejected(f"there is no agent profile {name!r}")
         try:
             process = await asyncio.create_subprocess_exec(
-                *self.profile.command,
+                *profile.command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env={**os.environ, **self.profile.env},
-                cwd=self.profile.cwd,
+                env={**os.environ, **profile.env},
+                cwd=profile.cwd,
                 limit=STDIO_LIMIT_BYTES,
             )
         except OSError as error:
             raise PromptRejected(f"the agent {name!r} could not start: {error}") from error
-        agent = _Agent(prompt.session_id, process)
+        agent = _Agent(prompt.session_id, profile, process)
         agent.stderr_reader = asyncio.create_task(self._drain_stderr(agent))
         try:
             async with asyncio.timeout(LAUNCH_CAP_S):
@@ -195,6 +266,7 @@ class AcpExecutor(PromptDispatcher):
 
     async def _open_session(self, agent: _Agent, prompt: PromptRequest) -> None:
         assert agent.process.stdin is not None and agent.process.stdout is not None
+        agent.pipe = _PromptPipe(agent.process.stdin)
         agent.conn = connect_to_agent(
             _Client(self, agent), agent.process.stdin, agent.process.stdout
         )
@@ -204,16 +276,32 @@ class AcpExecutor(PromptDispatcher):
         capabilities = init.agent_capabilities
         agent.can_load = bool(capabilities and capabilities.load_session)
         servers = [_kandev_mcp(prompt)]
-        cwd = self.profile.cwd or os.getcwd()
-        previous = self._previous.get(prompt.session_id)
+        cwd = agent.profile.cwd or os.getcwd()
+        # After a crash of the agent (in memory) or of the backend (the session's stored id),
+        # the conversation goes on where the agent can load it; otherwise it starts afresh.
+        previous = self._previous.get(prompt.session_id) or prompt.agent_session_id
         if previous and agent.can_load:
-            await agent.conn.load_session(cwd=cwd, session_id=previous, mcp_servers=servers)
-            agent.acp_session_id = previous
-        else:
+            try:
+                await agent.conn.load_session(cwd=cwd, session_id=previous, mcp_servers=servers)
+                agent.acp_session_id = previous
+            except RequestError as refused:
+                log.info("agent could not load session %s: %s", previous, refused)
+        if not agent.acp_session_id:
             agent.acp_session_id = (
                 await agent.conn.new_session(cwd=cwd, mcp_servers=servers)
             ).session_id
         self._previous[prompt.session_id] = agent.acp_session_id
+        if agent.acp_session_id != prompt.agent_session_id:
+            await self._remember(prompt.session_id, agent.acp_session_id)
+
+    async def _remember(self, session_id: str, acp_session_id: str) -> None:
+        """Store the agent's conversation id (best effort: without it, a backend restart
+        starts the conversation afresh, nothing worse)."""
+        assert self._sink is not None
+        try:
+            await self._sink.agent_session_opened(session_id, acp_session_id)
+        except Exception:
+            log.exception("agent session id of session %s not stored", session_id)
 
     async def _end_running(self, agent: _Agent) -> None:
         """A newer turn: cancel the running prompt and let it end before the next is sent."""
@@ -323,9 +411,15 @@ class AcpExecutor(PromptDispatcher):
             self._fault = (action, count - 1) if count > 1 else None
         return action
 
+    def process_of(self, session_id: str) -> asyncio.subprocess.Process | None:
+        """The session's agent process, if one runs (tests end it to play a crash)."""
+        agent = self._agents.get(session_id)
+        return agent.process if agent is not None else None
+
     async def prompts(self) -> list[dict[str, Any]]:
         """The mock agent's durable record of every prompt it read, oldest first."""
-        path = self.profile.env.get(MOCK_RECORD_ENV)
+        mock = self.profiles.get(MOCK)
+        path = mock.env.get(MOCK_RECORD_ENV) if mock is not None else None
         if not path:
             return []
         text = await asyncio.to_thread(_read_if_exists, Path(path))
@@ -347,6 +441,12 @@ class AcpExecutor(PromptDispatcher):
             except TimeoutError:
                 agent.process.kill()
                 await agent.process.wait()
+        # The connection's reader and sender tasks end with it (not left pending at exit).
+        if agent.conn is not None:
+            with contextlib.suppress(Exception):
+                await agent.conn.close()
+        if agent.stderr_reader is not None:
+            agent.stderr_reader.cancel()
 
     async def aclose(self) -> None:
         """Stop every agent (their running turns end without completing here: start-up
@@ -373,9 +473,33 @@ class _Client:
     async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
         await self._executor.on_update(self._agent, update)
 
-    async def request_permission(self, *_: Any, **__: Any) -> RequestPermissionResponse:
-        # Answerable permission requests come with #18's next step; until then: declined.
-        return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+    async def request_permission(
+        self,
+        options: list[AcpPermissionOption],
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        **_: Any,
+    ) -> RequestPermissionResponse:
+        """The agent asks before a tool call: the user answers through the permission desk,
+        in the agent's running turn (the desk refuses a turn that is no longer current). No
+        desk, no running turn, another ACP session, or no answer: declined (``cancelled``)."""
+        turn, desk = self._agent.turn, self._executor.permissions
+        chosen = None
+        if turn is not None and desk is not None and session_id == self._agent.acp_session_id:
+            await self._executor._flush(turn)  # what the agent said first stays first
+            request = turn.request
+            chosen = await desk.ask(
+                request.session_id,
+                request.turn_id,
+                request.prompt_generation,
+                tool_call.title or "",
+                [PermissionOption(o.option_id, o.name, o.kind) for o in options],
+            )
+        if chosen is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(option_id=chosen, outcome="selected")
+        )
 
     def __getattr__(self, name: str) -> Any:
         async def unsupported(*_: Any, **__: Any) -> Any:

@@ -3,8 +3,10 @@
 It runs the mock scripts of docs/agent-protocol.md the way a coding agent would: replies are
 ``session/update`` message chunks (one ``messageId`` per reply), questions go to the MCP
 server Kandev names in ``session/new`` (``ask_user_clarification``, with the headers given
-there), ``/fail`` ends the turn with ``refusal``. A prompt that resumes a detached question
-carries the answer in ``_meta.kandev.answer``; the agent replies ``Got: ...`` (or
+there), ``/fail`` ends the turn with ``refusal``, and ``/permit`` reports a tool call, asks
+the client's permission for it (``session/request_permission``) and then says
+``Permission: <option>`` (or ``Permission cancelled.``). A prompt that resumes a detached
+question carries the answer in ``_meta.kandev.answer``; the agent replies ``Got: ...`` (or
 ``Skipped.``) and ends the turn. Every prompt is appended to ``KANDEV_MOCK_RECORD`` (JSON
 lines) when set, so tests can count dispatches.
 """
@@ -29,11 +31,14 @@ from acp import (
 from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
+    AllowedOutcome,
     HttpMcpServer,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
+    PermissionOption,
     PromptResponse,
+    ToolCallUpdate,
 )
 from mcp.client import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -42,8 +47,10 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from backend.agentctl.mock.runner import answer_reply, format_answers
 from backend.agentctl.mock.script import (
     DEFAULT_WAIT_S,
+    PERMIT_DECLINED,
     Ask,
     Fail,
+    Permit,
     Reply,
     Sleep,
     parse_script,
@@ -95,7 +102,7 @@ class MockAcpAgent:
     async def prompt(self, prompt: list[Any], session_id: str, **meta: Any) -> PromptResponse:
         text = "\n".join(getattr(block, "text", "") for block in prompt)
         kandev = meta.get("kandev") if isinstance(meta.get("kandev"), dict) else {}
-        self._record(kandev, text)
+        self._record(kandev, text, session_id)
         answer = kandev.get("answer")
         if isinstance(answer, dict):
             await self._say(session_id, answer_reply(answer))
@@ -107,6 +114,8 @@ class MockAcpAgent:
                 await asyncio.sleep(step.ms / 1000)
             elif isinstance(step, Fail):
                 return PromptResponse(stop_reason="refusal")
+            elif isinstance(step, Permit):
+                await self._say(session_id, await self._permit(session_id, step))
             elif isinstance(step, Ask):
                 outcome = await self._ask(session_id, step)
                 kind = outcome.get("outcome")
@@ -114,8 +123,14 @@ class MockAcpAgent:
                     await self._say(session_id, format_answers(outcome.get("answers")))
                 elif kind == "rejected":
                     await self._say(session_id, "Skipped.")
-                else:  # detached, cancelled, expired or an error: the turn ends here
-                    break
+                elif kind in ("detached", "cancelled", "expired"):
+                    break  # the turn ends here (a detached answer comes as the next prompt)
+                else:
+                    # The tool call failed: the answer may or may not have been given. Like
+                    # an agent stuck on a broken tool, it stays in the turn without a word;
+                    # Kandev's watchdog re-sends a confirmed answer as the next prompt, which
+                    # cancels this one.
+                    await asyncio.Event().wait()
         return PromptResponse(stop_reason="end_turn")
 
     async def _say(self, session_id: str, text: str) -> None:
@@ -144,6 +159,46 @@ class MockAcpAgent:
                 session_id=session_id, update=update_tool_call(call_id, status="completed")
             )
 
+    async def _permit(self, session_id: str, permit: Permit) -> str:
+        """Report the tool call, ask the client's permission for it, and say what came back
+        (a refused or failed request counts as not granted)."""
+        assert self._conn is not None
+        call_id = uuid.uuid4().hex
+        await self._conn.session_update(
+            session_id=session_id,
+            update=start_tool_call(call_id, permit.title, kind="execute", status="pending"),
+        )
+        options = [
+            PermissionOption(
+                option_id=f"o{i}", name=label, kind="allow_once" if i == 1 else "reject_once"
+            )
+            for i, label in enumerate(permit.options, 1)
+        ]
+        try:
+            response = await self._conn.request_permission(
+                session_id=session_id,
+                tool_call=ToolCallUpdate(tool_call_id=call_id, title=permit.title),
+                options=options,
+            )
+            outcome = response.outcome
+        except Exception as error:
+            log.warning("permission request failed: %r", error)
+            outcome = None
+        chosen = next(
+            (
+                o
+                for o in options
+                if isinstance(outcome, AllowedOutcome) and o.option_id == outcome.option_id
+            ),
+            None,
+        )
+        granted = chosen is not None and chosen.kind == "allow_once"
+        await self._conn.session_update(
+            session_id=session_id,
+            update=update_tool_call(call_id, status="completed" if granted else "failed"),
+        )
+        return f"Permission: {chosen.name}" if chosen is not None else PERMIT_DECLINED
+
     async def _call_tool(self, server: HttpMcpServer, ask: Ask) -> dict[str, Any]:
         headers = {h.name: h.value for h in server.headers}
         arguments = {
@@ -166,7 +221,7 @@ class MockAcpAgent:
             if isinstance(server, HttpMcpServer):
                 self._mcp[session_id] = server
 
-    def _record(self, kandev: dict[str, Any], content: str) -> None:
+    def _record(self, kandev: dict[str, Any], content: str, acp_session_id: str) -> None:
         if not self._record_path:
             return
         line = {
@@ -174,6 +229,7 @@ class MockAcpAgent:
             "turn_id": kandev.get("turn_id", ""),
             "content": content,
             "accepted_at": utcnow().isoformat(),
+            "acp_session_id": acp_session_id,
         }
         with open(self._record_path, "a", encoding="utf-8") as record:
             record.write(json.dumps(line) + "\n")

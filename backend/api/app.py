@@ -22,6 +22,7 @@ from backend.api.routes import (
     agent,
     clarifications,
     events,
+    permissions,
     sessions,
     tasks,
     testing,
@@ -153,6 +154,7 @@ def create_api(runtime: Runtime) -> FastAPI:
     api.include_router(workflows.router)
     api.include_router(sessions.router)
     api.include_router(clarifications.router)
+    api.include_router(permissions.router)
     api.include_router(agent.router)
     api.include_router(events.router)
     api.mount(MCP_PATH, runtime.agent_tools.asgi_app)

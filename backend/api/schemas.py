@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from backend.agents.profiles import NAME_PATTERN
 from backend.clarifications.answers import Answer
 
 MAX_PROMPT_CHARS = 64 * 1024
@@ -41,6 +42,7 @@ def _has_nul(value: Any) -> bool:
 Title = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TITLE_CHARS)
 ]
+PROFILE_NAME = NAME_PATTERN.pattern
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 
 
@@ -57,8 +59,9 @@ class MoveTaskBody(Body):
 
 class CreateSessionBody(Body):
     prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
-    #: The only executor profile this build ships; an unknown one is a 400, not a silent mock.
-    agent_profile: Literal["mock"] = "mock"
+    #: The agent that runs the session (a configured profile; an unknown one is a 400, never
+    #: a silent substitute). Absent: the server's default profile (``mock`` unless configured).
+    agent_profile: str | None = Field(default=None, pattern=PROFILE_NAME, max_length=100)
     is_primary: bool | None = None
 
 

@@ -69,6 +69,17 @@ def classify_bundle(facts: BundleFacts, waiters: LiveWaiters) -> BundleState:
     return BundleState.SUPERSEDED_HISTORY
 
 
+class AnyWaiters:
+    """Live in any of several registries: clarification and permission requests each have
+    their own (so neither path can resolve the other's), and a bundle list shows both."""
+
+    def __init__(self, *registries: LiveWaiters) -> None:
+        self._registries = registries
+
+    def has_waiter(self, pending_id: str) -> bool:
+        return any(registry.has_waiter(pending_id) for registry in self._registries)
+
+
 class NoLiveWaiters:
     """For readers that run where no waiter can exist (start-up recovery, other workers)."""
 

@@ -15,9 +15,13 @@ from typing import Any
 from sqlalchemy import and_, case, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from backend.authority import BundleFacts, BundleState, LiveWaiters, bundle_facts, classify_bundle
 from backend.authority.sql import current_turn_id
+from backend.clarifications.waiters import LiveWaiter
 from backend.db.json import json_merge, json_text
 from backend.db.tables import messages, sessions
+from backend.errors import NotActive, NotFound
+from backend.orchestrator.admission import set_state_for_generation
 from backend.request_evidence import DELIVERY_INTENT, constant, is_pending_row, pending_id
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, RequestStatus, SessionState
 
@@ -30,6 +34,24 @@ async def lock_session(conn: AsyncConnection, session_id: str) -> None:
     """Serialize against prompt admission on PostgreSQL (SQLite's write lock already does):
     a newer turn cannot be admitted between the state check and the claim."""
     await conn.execute(select(sessions.c.id).where(sessions.c.id == session_id).with_for_update())
+
+
+async def classify_locked(
+    conn: AsyncConnection, bundle_id: str, waiters: LiveWaiters, what: str
+) -> tuple[BundleFacts, BundleState]:
+    """A respond's first step inside its claiming transaction: lock the bundle's session, then
+    classify the bundle with the rule. 404 when it has no rows; 409 ``not_active`` with its
+    state (the contract's order) unless it is active. ``what`` names it in the messages."""
+    facts = await bundle_facts(conn, bundle_id)
+    if facts is None:
+        raise NotFound(f"no such {what}")
+    await lock_session(conn, facts.session_id)
+    facts = await bundle_facts(conn, bundle_id)
+    assert facts is not None
+    state = classify_bundle(facts, waiters)
+    if not state.is_active:
+        raise NotActive(f"the {what} is no longer active", state=state.value)
+    return facts, state
 
 
 def _claimable(session_id: str, bundle_id: str) -> Any:
@@ -98,6 +120,24 @@ async def finalize(conn: AsyncConnection, bundle_id: str, intent_id: str) -> lis
         .returning(*messages.c)
     )
     return [dict(row._mapping) for row in await conn.execute(stmt)]
+
+
+async def confirm_live(
+    conn: AsyncConnection, waiter: LiveWaiter, intent_id: str
+) -> list[dict[str, Any]]:
+    """A live waiter's durable confirmation of a handed-over response: the intent retires
+    (:func:`finalize`) and the agent goes on with its turn (``RUNNING``, only while that turn
+    is still open at the waiter's generation). Empty when a release won first."""
+    rows = await finalize(conn, waiter.pending_id, intent_id)
+    if rows:
+        await set_state_for_generation(
+            conn,
+            waiter.session_id,
+            waiter.prompt_generation,
+            SessionState.RUNNING,
+            while_open=waiter.turn_id,
+        )
+    return rows
 
 
 async def restore(conn: AsyncConnection, bundle_id: str, intent_id: str) -> list[dict[str, Any]]:

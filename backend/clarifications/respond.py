@@ -26,7 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
-from backend.authority import BundleFacts, BundleState, bundle_facts, classify_bundle
+from backend.authority import BundleFacts, BundleState, bundle_facts
 from backend.clarifications import claims
 from backend.clarifications.answers import (
     Answer,
@@ -106,15 +106,9 @@ class Responder:
         """Classify and claim in one transaction holding the session lock (409 + state when
         the bundle is not active; nothing written)."""
         async with write_tx(self.engine) as conn:
-            facts = await bundle_facts(conn, pending_id)
-            if facts is None:
-                raise NotFound("no such clarification")
-            await claims.lock_session(conn, facts.session_id)
-            facts = await bundle_facts(conn, pending_id)
-            assert facts is not None
-            state = classify_bundle(facts, self.waiters)
-            if not state.is_active:
-                raise NotActive("the question is no longer active", state=state.value)
+            facts, state = await claims.classify_locked(
+                conn, pending_id, self.waiters, "clarification"
+            )
             pending = await claims.pending_rows(conn, facts.session_id, pending_id)
             patches = claim_patches(pending, answer_values, rejected, reason)
             path = "live" if state is BundleState.ACTIVE_LIVE else "detached"

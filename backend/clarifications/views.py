@@ -12,12 +12,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from backend.authority import active_bundles
-from backend.clarifications.waiters import WaiterRegistry
+from backend.authority import LiveWaiters, active_bundles
 from backend.db.engine import read_tx
 from backend.db.tables import messages
 from backend.request_evidence import pending_id
-from backend.vocabulary import MessageType
+from backend.vocabulary import MessageType, PendingAction
+
+#: A bundle's ``kind``: the pending action it stands for.
+_KINDS = {
+    MessageType.CLARIFICATION_REQUEST.value: PendingAction.CLARIFICATION.value,
+    MessageType.PERMISSION_REQUEST.value: PendingAction.PERMISSION.value,
+}
 
 
 def _position(meta: Any) -> int:
@@ -27,19 +32,21 @@ def _position(meta: Any) -> int:
 
 async def active_bundle_views(
     engine: AsyncEngine,
-    waiters: WaiterRegistry,
+    waiters: LiveWaiters,
     session_id: str,
     *,
     clarifications_only: bool = False,
 ) -> list[dict[str, Any]]:
-    """``[{pending_id, session_id, turn_id, state, questions: [...]}]`` for ``session_id``.
+    """``[{pending_id, session_id, turn_id, state, kind, questions: [...]}]`` for
+    ``session_id``.
 
     The caller checks visibility first; this reads only. ``state`` is ``active_live`` while
     this process holds a waiter for the bundle, ``active_detached`` otherwise.
 
-    The repository rule also calls a current-turn pending *permission* request active; the
-    route lists it as it always did, while the chat overlay asks ``clarifications_only`` (it
-    can answer only clarifications: respond refuses anything else with 404).
+    The repository rule also calls a current-turn pending *permission* request active: it is
+    listed too, with ``kind`` ``permission`` (one question: the request's title and options;
+    answered through ``/permission/{id}/respond``), unless the caller asks
+    ``clarifications_only``.
     """
     async with read_tx(engine) as conn:
         bundles = await active_bundles(conn, session_id)
@@ -79,6 +86,7 @@ async def active_bundle_views(
             "session_id": b.session_id,
             "turn_id": b.turn_id,
             "state": "active_live" if waiters.has_waiter(b.pending_id) else "active_detached",
+            "kind": _KINDS.get(b.request_type, b.request_type),
             "questions": questions[b.pending_id],
         }
         for b in bundles

@@ -69,3 +69,7 @@ class WaiterRegistry:
 
     def of_session(self, session_id: str) -> list[LiveWaiter]:
         return [w for w in self._waiters.values() if w.session_id == session_id]
+
+    def all(self) -> list[LiveWaiter]:
+        """Every registered waiter (shutdown ends them)."""
+        return list(self._waiters.values())

@@ -48,6 +48,11 @@ class AdmittedTurn:
     task_id: str
     turn_id: str
     prompt_generation: int
+    #: The session's agent profile: read where a prompt is admitted (the one place that
+    #: dispatches), ``None`` where a turn is only checked.
+    agent_profile: str | None = None
+    #: The agent's own id for the conversation, once it has one (read with the profile).
+    agent_session_id: str | None = None
 
 
 async def admit_prompt(
@@ -94,7 +99,12 @@ async def admit_prompt(
                 prompt_generation=sessions.c.prompt_generation + 1,
                 updated_at=now,
             )
-            .returning(sessions.c.task_id, sessions.c.prompt_generation)
+            .returning(
+                sessions.c.task_id,
+                sessions.c.prompt_generation,
+                sessions.c.agent_profile,
+                sessions.c.agent_session_id,
+            )
         )
     ).first()
     if claimed is None:
@@ -110,7 +120,7 @@ async def admit_prompt(
         if state in ADMITTING_STATES:
             raise SessionBusy("an answer to the agent's question is being delivered")
         raise SessionBusy("the agent is working on a turn")
-    task_id, generation = claimed
+    task_id, generation, agent_profile, agent_session_id = claimed
     turn_id = new_id()
     await conn.execute(
         insert(turns).values(
@@ -125,7 +135,9 @@ async def admit_prompt(
             metadata=turn_metadata or ({DISPATCH_UNACKNOWLEDGED: True} if ordinary else {}),
         )
     )
-    return AdmittedTurn(session_id, task_id, turn_id, int(generation))
+    return AdmittedTurn(
+        session_id, task_id, turn_id, int(generation), agent_profile, agent_session_id
+    )
 
 
 def answer_in_flight(session_id: str) -> Any:

@@ -22,6 +22,9 @@ class AgentSink(Protocol):
         self, session_id: str, turn_id: str, generation: int, status: str
     ) -> bool: ...
 
+    async def agent_session_opened(self, session_id: str, agent_session_id: str) -> None:
+        """The agent opened a conversation under its own id (kept for ``session/load``)."""
+
 
 class PromptDispatcher:
     """An agent executor (``AgentctlClient`` provides it): returns once the prompt is
@@ -47,6 +50,8 @@ class AgentChannel:
     def prompt(
         self, turn: AdmittedTurn, content: str, answer: dict[str, Any] | None = None
     ) -> PromptRequest:
+        if turn.agent_profile is None:
+            raise ValueError("a prompt needs its admitted turn's agent profile")
         return PromptRequest(
             session_id=turn.session_id,
             turn_id=turn.turn_id,
@@ -55,6 +60,8 @@ class AgentChannel:
             callback_url=self.callback_url,
             agent_token=self.credentials.token_for(turn.session_id),
             answer=answer,
+            agent_profile=turn.agent_profile,
+            agent_session_id=turn.agent_session_id,
         )
 
 

@@ -178,12 +178,18 @@ class LiveClarifications:
         )
 
     async def _detach_and_pause(self, waiter: LiveWaiter) -> None:
-        """Detach the bundle, then pause (complete) exactly the turn that asked.
+        """Detach the bundle, announce it, then pause (complete) exactly the turn that asked,
+        as one shielded unit: it runs on exit paths, and a cancelled MCP request (an anyio
+        cancel scope) cancels *every* await of its task, not just one, so each step awaited
+        on its own would stop after the first.
 
         The waiter is the snapshot of turn authority taken when the question was asked, before
         detachment: a first or successor turn admitted meanwhile has a newer generation, so
         the pause's compare-and-set cannot complete it or change its session state.
         """
+        await bounded(self._detach_then_pause(waiter), self._pause_bound_s + 2 * BOUNDED_WRITE_S)
+
+    async def _detach_then_pause(self, waiter: LiveWaiter) -> None:
         await failpoints.hit("clarification.before_detach")
         await self.completion.detach_and_publish(waiter.session_id, bundle_id=waiter.pending_id)
         await failpoints.hit("clarification.before_pause")
@@ -208,15 +214,7 @@ class LiveClarifications:
         async def work() -> list[dict[str, Any]]:
             try:
                 async with write_tx(self.engine) as conn:
-                    rows = await claims.finalize(conn, waiter.pending_id, intent_id)
-                    if rows:  # the agent goes on with its turn (if it has not ended)
-                        await set_state_for_generation(
-                            conn,
-                            waiter.session_id,
-                            waiter.prompt_generation,
-                            SessionState.RUNNING,
-                            while_open=waiter.turn_id,
-                        )
+                    rows = await claims.confirm_live(conn, waiter, intent_id)
             except BaseException as error:
                 _fail_confirmation(outcome, f"confirmation failed: {error!r}")
                 raise

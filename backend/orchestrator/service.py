@@ -291,3 +291,13 @@ class Orchestrator:
     ) -> bool:
         """The ready event (``completion.py``); ``True`` when it applied."""
         return await self.completion.turn_complete(session_id, turn_id, generation, status)
+
+    async def agent_session_opened(self, session_id: str, agent_session_id: str) -> None:
+        """Keep the agent's own conversation id, so a restarted backend resumes it (ACP
+        ``session/load``) rather than starting the agent afresh."""
+        async with write_tx(self.engine) as conn:
+            await conn.execute(
+                update(sessions)
+                .where(sessions.c.id == session_id)
+                .values(agent_session_id=agent_session_id)
+            )

@@ -14,10 +14,11 @@ from sqlalchemy import delete, select
 from backend import failpoints
 from backend.access import Caller, visible_session, visible_task
 from backend.authority import visible_turns
+from backend.authority.bundles import AnyWaiters
 from backend.clarifications.views import active_bundle_views
 from backend.db.engine import read_tx, write_tx
 from backend.db.tables import messages, sessions
-from backend.errors import NotFound
+from backend.errors import NotFound, UnknownAgentProfile
 from backend.projections.revision import ProjectionRevision
 from backend.projections.sessions import project_sessions
 from backend.runtime import Runtime
@@ -69,6 +70,14 @@ async def _require_session(runtime: Runtime, caller: Caller, session_id: str) ->
         await visible_session(conn, caller, session_id)
 
 
+def agent_profiles(runtime: Runtime) -> dict[str, Any]:
+    """The agent profiles a new session may name, and the one it gets when it names none."""
+    return {
+        "profiles": [{"name": name} for name in sorted(runtime.profiles)],
+        "default": runtime.settings.agent,
+    }
+
+
 async def start_task_session(
     runtime: Runtime,
     caller: Caller,
@@ -76,9 +85,14 @@ async def start_task_session(
     prompt: str,
     *,
     is_primary: bool | None = None,
-    agent_profile: str = "mock",
+    agent_profile: str | None = None,
 ) -> dict[str, Any]:
-    """Create a session of a visible task and start its first turn."""
+    """Create a session of a visible task and start its first turn with the named agent
+    profile (the server's default when ``None``)."""
+    agent_profile = agent_profile or runtime.settings.agent
+    if agent_profile not in runtime.profiles:
+        known = ", ".join(sorted(runtime.profiles))
+        raise UnknownAgentProfile(f"no agent profile {agent_profile!r} (known: {known})")
     async with read_tx(runtime.engine) as conn:
         await visible_task(conn, caller, task_id)
     row, _ = await runtime.orchestrator.create_session(
@@ -146,10 +160,11 @@ async def delete_session_message(
 async def session_clarifications(
     runtime: Runtime, caller: Caller, session_id: str, *, clarifications_only: bool = False
 ) -> list[dict[str, Any]]:
-    """A visible session's active bundles, by the one repository rule (the UI overlay asks
-    for clarification bundles only)."""
+    """A visible session's active bundles (clarifications and permission requests), by the
+    one repository rule; ``active_live`` while this process holds the agent's waiter."""
     await _require_session(runtime, caller, session_id)
     await failpoints.hit("clarifications.list")  # e.g. the UI's pending discovery waits here
+    waiters = AnyWaiters(runtime.waiters, runtime.permissions.waiters)
     return await active_bundle_views(
-        runtime.engine, runtime.waiters, session_id, clarifications_only=clarifications_only
+        runtime.engine, waiters, session_id, clarifications_only=clarifications_only
     )

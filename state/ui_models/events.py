@@ -90,7 +90,7 @@ def plan_event(
             plan.reload_sessions = True
         if session_id and session_id == active_session_id:
             message = data.get("message") if isinstance(data.get("message"), Mapping) else {}
-            is_question = message.get("type") == "clarification_request"
+            is_question = message.get("type") in ("clarification_request", "permission_request")
             if (
                 event_type in TURN_EVENTS
                 or event_type == "session.updated"

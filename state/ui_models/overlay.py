@@ -1,5 +1,6 @@
-"""The clarification overlay's questions and the answers the user picked or typed; a refresh
-of the bundle keeps the choices already made on the same questions."""
+"""The overlay's questions and the answers the user picked or typed; a refresh of the bundle
+keeps the choices already made on the same questions. A permission request is a bundle of one
+question whose options carry a ``kind`` (``allow_once``, ``reject_once``, ...)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ class OptionItem:
     id: str
     label: str
     selected: bool = False
+    #: A permission option that grants (``allow_*``): shown as the primary choice.
+    allows: bool = False
 
 
 @dataclass
@@ -48,7 +51,10 @@ def question_items(
         chosen = {o.id for o in old.options if o.selected} if old else set()
         options = [
             OptionItem(
-                as_text(o.get("id")), as_text(o.get("label")), as_text(o.get("id")) in chosen
+                as_text(o.get("id")),
+                as_text(o.get("label")),
+                as_text(o.get("id")) in chosen,
+                allows=as_text(o.get("kind")).startswith("allow"),
             )
             for o in raw.get("options", [])
             if isinstance(o, Mapping)

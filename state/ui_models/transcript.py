@@ -72,8 +72,9 @@ def message_item(
     A clarification whose status is ``pending`` but whose bundle is not active (an older
     turn's question, or one waiting for its delivery) is shown as no longer active: only the
     repository rule decides whether a question is answerable, never the row's own status.
-    Permission requests have no bundle view; a pending one waits only while the session's
-    projection says ``permission`` (``permission_pending``).
+    A permission request waits while its bundle is active too (the overlay lists it), or
+    while the session's projection says ``permission`` (``permission_pending``); its options
+    are its detail line, like a question's.
     """
     mtype = as_text(message.get("type"))
     author = as_text(message.get("author"))
@@ -94,10 +95,9 @@ def message_item(
         else:
             kind = PERMISSION
         if status == "pending":
+            waiting = pid in active_pending_ids
             if mtype == "permission_request":
-                waiting = permission_pending
-            else:
-                waiting = pid in active_pending_ids
+                waiting = waiting or permission_pending
             if waiting:
                 label, color = "Waiting for you", "amber"
             else:
@@ -109,7 +109,7 @@ def message_item(
             kind=kind,
             status_label=label,
             status_color=color,
-            detail=_options_line(meta) if kind == QUESTION else "",
+            detail=_options_line(meta),
             answer=_answer_line(meta),
             waiting=waiting,
             **base,

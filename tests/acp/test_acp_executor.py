@@ -9,11 +9,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from backend.agentctl.client import PromptRequest
 from backend.agents.acp_executor import AcpExecutor
-from backend.agents.profiles import BUILT_IN, MOCK_RECORD_ENV, AgentProfile
+from backend.agents.profiles import BUILT_IN, MOCK, MOCK_RECORD_ENV, AgentProfile
 from backend.config import Settings
+from backend.db.engine import read_tx
+from backend.db.tables import sessions
 from backend.runtime import Runtime
 from tests.support.builders import World
 from tests.support.http import (
@@ -44,28 +47,17 @@ class AcpLive:
         return [p for p in lines if p["session_id"] == session_id]
 
 
-def mock_profile(record: Path, command: tuple[str, ...] | None = None) -> AgentProfile:
-    return AgentProfile(
-        "mock-acp",
-        command or BUILT_IN["mock-acp"].command,
-        env={MOCK_RECORD_ENV: str(record), "KANDEV_CLARIFICATION_WAIT_S": "600"},
-    )
+def mock_profiles(record: Path, command: tuple[str, ...] | None = None) -> dict[str, AgentProfile]:
+    """The profiles with the mock agent recording at ``record`` (launched by ``command``)."""
+    mock = AgentProfile(MOCK, command or BUILT_IN[MOCK].command, env={MOCK_RECORD_ENV: str(record)})
+    return {**BUILT_IN, MOCK: mock}
 
 
 @pytest.fixture
 async def acp(engine, tmp_path: Path) -> AsyncIterator[AcpLive]:
     record = tmp_path / "prompts.jsonl"
-    # A generous launch deadline (a loaded CI machine starts Python slowly); the orchestrator's
-    # acknowledgement bound must exceed it.
-    executor = AcpExecutor(mock_profile(record), start_timeout_s=15.0, fault_timeout_s=1.0)
-    # No agentctl service: every prompt goes through the executor.
-    async with live_api(
-        engine, "http://127.0.0.1:9", ack_timeout_s=20.0, dispatcher=executor
-    ) as api:
-        try:
-            yield AcpLive(api, executor, record)
-        finally:
-            await executor.aclose()
+    async with live_api(engine, record) as api:
+        yield AcpLive(api, api.executor, record)
 
 
 async def test_replies_become_messages_and_the_stop_reason_completes_the_turn(acp):
@@ -136,8 +128,8 @@ async def test_a_crashed_agent_fails_its_turn_and_the_next_prompt_starts_a_new_o
 
 
 async def test_an_agent_that_cannot_start_refuses_the_prompt(engine, tmp_path: Path):
-    executor = AcpExecutor(mock_profile(tmp_path / "r", ("/nonexistent/agent",)))
-    async with live_api(engine, "http://127.0.0.1:9", dispatcher=executor) as live:
+    executor = AcpExecutor(mock_profiles(tmp_path / "r", ("/nonexistent/agent",)))
+    async with live_api(engine, tmp_path / "r", dispatcher=executor) as live:
         task = await World(live.runtime.engine).task()
         response = await live.http.post(
             f"/api/v1/tasks/{task}/task-sessions", json={"prompt": "hi"}
@@ -146,12 +138,76 @@ async def test_an_agent_that_cannot_start_refuses_the_prompt(engine, tmp_path: P
     assert response.status_code == 502, response.text
 
 
-async def test_the_runtime_runs_the_configured_agent_over_acp(engine):
-    runtime = Runtime(engine, Settings(agent="mock-acp"))
-    assert isinstance(runtime.orchestrator.dispatcher, AcpExecutor)
-    assert runtime.orchestrator.dispatcher.profile == BUILT_IN["mock-acp"]
+async def test_the_runtime_runs_each_session_with_its_profile(engine, tmp_path: Path):
+    runtime = Runtime(engine, Settings(mock_record=str(tmp_path / "r")))
+    executor = runtime.orchestrator.dispatcher
+    assert isinstance(executor, AcpExecutor)
+    assert executor.profiles[MOCK].command == BUILT_IN[MOCK].command
+    assert executor.profiles[MOCK].env == {MOCK_RECORD_ENV: str(tmp_path / "r")}
+    assert {"claude-code", "codex"} <= set(executor.profiles)
     with pytest.raises(ValueError, match="unknown agent profile 'nobody'"):
         Runtime(engine, Settings(agent="nobody"))
+
+
+async def test_a_session_names_its_agent_profile(live_with_two_agents):
+    live, records = live_with_two_agents
+    listing = (await live.http.get("/api/v1/agent-profiles")).json()
+    assert listing == {
+        "profiles": [{"name": n} for n in ("claude-code", "codex", "mock", "second")],
+        "default": "mock",
+    }
+    task = await World(live.runtime.engine).task()
+    started = {}
+    for profile in ("mock", "second"):
+        created = await live.http.post(
+            f"/api/v1/tasks/{task}/task-sessions",
+            json={"prompt": f"/reply from {profile}", "agent_profile": profile},
+        )
+        assert created.status_code == 201, created.text
+        started[profile] = created.json()["id"]
+    for profile, session in started.items():
+        await eventually(
+            lambda s=session: agent_replies(live, s), lambda r, p=profile: r == [f"from {p}"]
+        )
+    # Each prompt went to the agent process of its own profile.
+    for profile, record in records.items():
+        lines = [json.loads(line) for line in record.read_text().splitlines()]
+        assert [p["session_id"] for p in lines] == [started[profile]]
+
+
+@pytest.mark.parametrize("profile", ["nobody", "a b", "", 7])
+async def test_an_unknown_agent_profile_is_refused_and_nothing_is_written(
+    live_with_two_agents, profile
+):
+    live, _ = live_with_two_agents
+    task = await World(live.runtime.engine).task()
+    response = await live.http.post(
+        f"/api/v1/tasks/{task}/task-sessions", json={"prompt": "hi", "agent_profile": profile}
+    )
+    assert response.status_code == 400, response.text
+    assert "Traceback" not in response.text
+    listed = await live.http.get(f"/api/v1/tasks/{task}/task-sessions")
+    assert listed.json()["sessions"] == []
+
+
+@pytest.fixture
+async def live_with_two_agents(engine, tmp_path: Path):
+    """The API with a second profile (the mock again, recording elsewhere) from a profiles
+    file, as a user adds an agent."""
+    records = {"mock": tmp_path / "mock.jsonl", "second": tmp_path / "second.jsonl"}
+    extra = tmp_path / "agents.json"
+    extra.write_text(
+        json.dumps(
+            {
+                "second": {
+                    "command": list(BUILT_IN[MOCK].command),
+                    "env": {MOCK_RECORD_ENV: str(records["second"])},
+                }
+            }
+        )
+    )
+    async with live_api(engine, records["mock"], profiles_file=str(extra)) as live:
+        yield live, records
 
 
 async def _fault(live: LiveApi, action: str) -> None:
@@ -213,10 +269,10 @@ async def test_a_slow_starting_agent_refuses_the_first_prompt_and_takes_the_retr
     """A launch slower than the acknowledgement deadline (a first ``npx`` download) goes on in
     the background: the prompt is refused (not taken), a retry finds the agent ready."""
     record = tmp_path / "record.jsonl"
-    mock = " ".join(BUILT_IN["mock-acp"].command)
-    slow = mock_profile(record, ("sh", "-c", f"sleep 2; exec {mock}"))
+    mock = " ".join(BUILT_IN[MOCK].command)
+    slow = mock_profiles(record, ("sh", "-c", f"sleep 2; exec {mock}"))
     executor = AcpExecutor(slow, start_timeout_s=0.5)
-    async with live_api(engine, "http://127.0.0.1:9", dispatcher=executor) as live:
+    async with live_api(engine, record, dispatcher=executor) as live:
         try:
             task = await World(live.runtime.engine).task()
             first = await live.http.post(
@@ -249,11 +305,14 @@ class _FailingSink:
         self.completed.append((turn_id, status))
         return True
 
+    async def agent_session_opened(self, session_id: str, agent_session_id: str) -> None:
+        raise RuntimeError("database is locked")
+
 
 async def test_output_that_cannot_be_stored_still_completes_the_turn(tmp_path: Path):
     """An exit of a running prompt: storing a message fails unexpectedly; the turn must still
     be completed, or its session would stay busy with nothing to finish it."""
-    executor = AcpExecutor(mock_profile(tmp_path / "record.jsonl"), start_timeout_s=15.0)
+    executor = AcpExecutor(mock_profiles(tmp_path / "record.jsonl"), start_timeout_s=15.0)
     sink = _FailingSink()
     executor.attach(sink)
     request = PromptRequest("s-1", "t-1", 1, "/reply lost", "http://127.0.0.1:9", "s-1.x")
@@ -263,3 +322,26 @@ async def test_output_that_cannot_be_stored_still_completes_the_turn(tmp_path: P
     finally:
         await executor.aclose()
     assert sink.completed == [("t-1", "completed")]
+
+
+async def test_a_restarted_backend_resumes_the_agents_conversation(engine, tmp_path: Path):
+    """The agent process dies with the backend; the next prompt after a restart loads the
+    conversation under the agent's own session id (kept on the session) instead of opening
+    a new one."""
+    record = tmp_path / "prompts.jsonl"
+    async with live_api(engine, record) as live:
+        task, session = await start_session(live, "/reply one")
+        await idle(live, task, session)
+    async with live_api(engine, record) as live:
+        again = await live.http.post(
+            f"/api/v1/task-sessions/{session}/prompt", json={"content": "/reply two"}
+        )
+        assert again.status_code == 202, again.text
+        await eventually(lambda: agent_replies(live, session), lambda r: r == ["one", "two"])
+    first, second = [p for p in map(json.loads, record.read_text().splitlines())]
+    assert first["acp_session_id"] == second["acp_session_id"]
+    async with read_tx(engine) as conn:
+        stored = (
+            await conn.execute(select(sessions.c.agent_session_id).where(sessions.c.id == session))
+        ).scalar_one()
+    assert stored == first["acp_session_id"]

@@ -16,9 +16,9 @@ from tests.agentctl.harness import (
     ACK_TIMEOUT_S,
     DEFAULT_WAIT_S,
     FakeBackend,
+    MockAgentProcess,
     serve_fake_backend,
 )
-from tests.support.processes import MockAgentProcess
 
 
 @pytest.fixture(scope="module")

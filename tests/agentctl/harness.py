@@ -9,16 +9,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import sys
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from backend.agentctl import PromptRequest
-from tests.support.processes import eventually
+from tests.support.processes import ServiceProcess, eventually
 
 T = TypeVar("T")
 
@@ -163,3 +166,29 @@ def make_prompt(
         agent_token=token_of(session_id),
         answer=answer,
     )
+
+
+class MockAgentProcess(ServiceProcess):
+    """``python -m backend.agentctl.mock`` (the HTTP mock agent of the agentctl protocol) with
+    its durable record in ``state_dir``."""
+
+    name = "mock-agent"
+
+    def __init__(self, state_dir: Path, *, env: dict[str, str] | None = None) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir = state_dir
+        super().__init__(state_dir.parent, env=env)
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "backend.agentctl.mock",
+            "--port",
+            str(self.port),
+            "--state-dir",
+            str(self.state_dir),
+        ]
+
+    async def healthy(self, client: httpx.AsyncClient) -> bool:
+        return (await client.get("/v1/health")).status_code == 200

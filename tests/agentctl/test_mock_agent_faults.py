@@ -16,9 +16,10 @@ from backend.agentctl import (
 from tests.agentctl.harness import (
     ACK_TIMEOUT_S,
     FakeBackend,
+    MockAgentProcess,
     make_prompt,
 )
-from tests.support.processes import MockAgentProcess, eventually, free_port
+from tests.support.processes import eventually, free_port
 
 
 async def _recorded(client: AgentctlClient, session_id: str) -> list[dict]:

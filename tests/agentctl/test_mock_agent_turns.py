@@ -9,9 +9,10 @@ from tests.agentctl.harness import (
     DEFAULT_WAIT_S,
     Callback,
     FakeBackend,
+    MockAgentProcess,
     make_prompt,
 )
-from tests.support.processes import MockAgentProcess, eventually
+from tests.support.processes import eventually
 
 
 async def _completed(backend: FakeBackend, session_id: str) -> Callback:

@@ -8,6 +8,7 @@ from backend.agentctl.mock.script import (
     DEFAULT_WAIT_S,
     Ask,
     Fail,
+    Permit,
     Question,
     Reply,
     Sleep,
@@ -112,4 +113,14 @@ def test_askmany_asks_a_multi_select_question_in_the_same_bundle() -> None:
             (Question("Name?"), Question("Which targets?", ("web", "ios", "android"), True)),
             DEFAULT_WAIT_S,
         )
+    ]
+
+
+def test_permit_asks_at_its_place_with_default_or_given_options() -> None:
+    assert parse_script(
+        "/reply a\n/permit Delete build/?\n/permit Push? | Yes |  | No\n/permit"
+    ) == [
+        Reply("a"),
+        Permit("Delete build/?", ("Allow", "Reject")),
+        Permit("Push?", ("Yes", "No")),
     ]

@@ -12,7 +12,15 @@ import httpx
 import pytest
 
 from backend.agent_tools import DETACHED_HINT, MCP_PATH
-from tests.support.http import answer_all, bundles, idle, respond, start_session, turns
+from tests.support.http import (
+    answer_all,
+    bundles,
+    detach_events,
+    idle,
+    respond,
+    start_session,
+    turns,
+)
 from tests.support.live import LiveApi
 from tests.support.mcp_agent import ask, mcp_session
 from tests.support.processes import eventually
@@ -63,7 +71,7 @@ async def test_a_wait_that_ends_detaches_and_the_answer_comes_as_a_prompt(live):
 
 @pytest.mark.scenario("S01")
 async def test_a_cancelled_tool_call_leaves_the_question_answerable(live):
-    _task, session, credential = await _open_session(live)
+    task, session, credential = await _open_session(live)
     async with mcp_session(live.url, credential) as mcp:
         asking = asyncio.create_task(ask(mcp, ("Keep me?", ["yes"]), wait=600))
         await eventually(lambda: bundles(live, session), lambda b: len(b) == 1)
@@ -74,6 +82,13 @@ async def test_a_cancelled_tool_call_leaves_the_question_answerable(live):
         lambda: bundles(live, session), lambda b: b and b[0]["state"] == "active_detached"
     )
     assert bundle["questions"][0]["question"] == "Keep me?"
+    # The whole exit ran although the cancelled request's every await was cancelled: the
+    # detach was announced once and the asking turn paused (the user's answer resumes it).
+    (event,) = await eventually(lambda: detach_events(live, session))
+    assert event["metadata"]["pending_id"] == bundle["pending_id"]
+    await idle(live, task, session, state="WAITING_FOR_INPUT")
+    (turn,) = await turns(live, session)
+    assert turn["completed_at"] is not None
 
 
 async def test_a_session_without_an_open_turn_gets_a_tool_error(live):

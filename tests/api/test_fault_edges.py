@@ -103,13 +103,7 @@ async def test_predecessor_ready_during_a_reservation_cannot_move_the_task(live)
     await eventually(lambda: failpoint_hits("resume.after_attempt_mark"), lambda n: n >= 1)
 
     failpoints.configure("ready.awaits_reservation", "delay")
-    late = asyncio.create_task(
-        live.as_agent(
-            session,
-            f"turns/{asking['id']}/complete",
-            {"prompt_generation": 1, "status": "completed"},
-        )
-    )
+    late = asyncio.create_task(live.agent_ready(session, asking["id"], 1))
     await eventually(lambda: failpoint_hits("ready.awaits_reservation"), lambda n: n >= 1)
     assert not late.done()
     assert await step_of(live, steps, task) == "In Progress"
@@ -117,8 +111,7 @@ async def test_predecessor_ready_during_a_reservation_cannot_move_the_task(live)
     failpoints.clear("resume.after_attempt_mark")
     status, body = await responding
     assert (status, body["retryable"]) == (500, True)
-    ready = await late
-    assert (ready.status_code, ready.json()) == (200, {"applied": True})  # normal completion
+    assert await late is True  # a normal completion
     assert await step_of(live, steps, task) == "In Progress"  # the guard saw the question
     s = await session_of(live, task, session)
     assert (s["state"], s["pending_action"]) == ("WAITING_FOR_INPUT", "clarification")
@@ -143,10 +136,7 @@ async def test_stale_ready_after_an_ordinary_successor_changes_nothing(live):
     assert p.status_code == 202
     await eventually(lambda: failpoint_hits("clarification.before_store"), lambda n: n >= 1)
 
-    late = await live.as_agent(
-        session, f"turns/{first['id']}/complete", {"prompt_generation": 1, "status": "completed"}
-    )
-    assert (late.status_code, late.json()) == (200, {"applied": False})
+    assert await live.agent_ready(session, first["id"], 1) is False
     assert (await session_of(live, task, session))["state"] == "RUNNING"
     assert await step_of(live, steps, task) == "In Progress"
     assert not [e for e in live.events_of("turn.completed") if e.data["turn_id"] == first["id"]]
@@ -164,12 +154,7 @@ async def test_rollback_gives_the_session_back_to_its_predecessor(live):
     s, ts, _ = await stored(live, session)
     assert (s.prompt_generation, [t.prompt_generation for t in ts]) == (1, [1])
 
-    m = await live.as_agent(
-        session,
-        "messages",
-        {"turn_id": asking, "prompt_generation": 1, "content": "predecessor output"},
-    )
-    assert m.status_code == 201
+    await live.agent_says(session, asking, 1, "predecessor output")  # accepted
     failpoints.clear("clarification.before_pause")
     await eventually(lambda: turns(live, session), lambda t: t[0]["completed_at"] is not None)
     s = await session_of(live, task, session)
@@ -334,13 +319,8 @@ async def test_watchdog_cancelled_between_reservation_and_attempt_mark_rolls_bac
     assert (s.prompt_generation, len(ts)) == (1, 1)
     assert s.state == "RUNNING"  # the agent still owns its turn, as before the reservation
     (first,) = ts
-    act = await live.as_agent(
-        session, "messages", {"turn_id": first.id, "prompt_generation": 1, "content": "still here"}
-    )
-    assert act.status_code == 201  # the predecessor owns the session again
-    await live.as_agent(
-        session, f"turns/{first.id}/complete", {"prompt_generation": 1, "status": "completed"}
-    )
+    await live.agent_says(session, first.id, 1, "still here")  # the predecessor owns it again
+    assert await live.agent_ready(session, first.id, 1) is True
     p = await live.http.post(f"/api/v1/task-sessions/{session}/prompt", json={"content": "hi"})
     assert p.status_code == 202
     await idle(live, task, session)
@@ -411,10 +391,7 @@ async def test_a_claimed_bundle_keeps_the_task_in_its_step(live):
     responding = asyncio.create_task(respond(live, bundle["pending_id"], answer_all(bundle)))
     await eventually(lambda: failpoint_hits("respond.after_claim"), lambda n: n >= 1)
 
-    ready = await live.as_agent(
-        session, f"turns/{asking['id']}/complete", {"prompt_generation": 1, "status": "completed"}
-    )
-    assert ready.json() == {"applied": True}
+    assert await live.agent_ready(session, asking["id"], 1) is True
     assert await step_of(live, steps, task) == "In Progress"
     moved = await move(live, task, steps["Done"])
     assert (moved.status_code, moved.json()["error"]) == (409, "clarification_pending")

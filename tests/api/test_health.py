@@ -57,7 +57,10 @@ async def test_openapi_document_is_served(engine):
 
 
 @pytest.mark.scenario("S35")
-@pytest.mark.parametrize("point", ["recovery.reservations", "recovery.intents", "recovery.replay"])
+@pytest.mark.parametrize(
+    "point",
+    ["recovery.reservations", "recovery.intents", "recovery.permissions", "recovery.replay"],
+)
 @pytest.mark.fault(
     "recovery.*", "error", "start-up fails, health 503 starting, next start recovers"
 )

@@ -8,6 +8,7 @@ from sqlalchemy import true
 from backend import failpoints
 from backend.authority import task_pending_actions
 from backend.db.engine import read_tx
+from backend.errors import TurnNotCurrent
 from backend.vocabulary import PendingAction
 from tests.support.builders import World
 from tests.support.http import (
@@ -110,12 +111,14 @@ async def test_terminal_session_expires_its_current_question(live):
 
 
 @pytest.mark.scenario("S32")
-async def test_agent_vanishing_mid_wait_detaches_the_question(live, mock_agent):
+async def test_agent_vanishing_mid_wait_detaches_the_question(live):
     task, session = await start_session(live, "/ask Still there? | yes\n/wait 600")
     (bundle,) = await eventually(lambda: bundles(live, session), lambda b: len(b) == 1)
     assert bundle["state"] == "active_live"
 
-    await mock_agent.kill()  # the long-poll's connection drops: its request is cancelled
+    agent = live.executor.process_of(session)
+    assert agent is not None
+    agent.kill()  # the MCP tool call's connection drops: its request is cancelled
 
     detached = await eventually(
         lambda: bundles(live, session), lambda b: b and b[0]["state"] == "active_detached"
@@ -154,11 +157,8 @@ async def test_stale_agent_output_is_refused(live):
     (old_turn,) = await turns(live, session)
     await live.http.post(f"/api/v1/task-sessions/{session}/prompt", json={"content": "second"})
     await idle(live, task, session)
-    late = await live.as_agent(
-        session, "messages", {"turn_id": old_turn["id"], "prompt_generation": 1, "content": "late"}
-    )
-    assert late.status_code == 409
-    assert late.json()["error"] == "turn_not_current"
+    with pytest.raises(TurnNotCurrent):
+        await live.agent_says(session, old_turn["id"], 1, "late")
     assert "late" not in [m["content"] for m in await messages(live, session)]
 
 

@@ -91,12 +91,7 @@ async def test_session_activity_cancels_the_watchdog_inside_its_fallback(live):
     (watchdog,) = live.runtime.orchestrator.watchdog._tasks[session]
 
     (turn,) = await turns(live, session)
-    late = await live.as_agent(
-        session,
-        "messages",
-        {"turn_id": turn["id"], "prompt_generation": 1, "content": "still here"},
-    )
-    assert late.status_code == 201  # the agent shows life
+    await live.agent_says(session, turn["id"], 1, "still here")  # the agent shows life
     await asyncio.wait({watchdog}, timeout=5)
     assert watchdog.cancelled()  # the cancellation reached the in-flight fallback
     failpoints.clear("watchdog.before_admission")

@@ -135,6 +135,17 @@ class Api:
             task["id"], title, primary["id"], secondary["id"], question, tuple(options)
         )
 
+    def permission_task(self, title: str, script: str) -> tuple[str, str]:
+        """A new task whose session's agent waits on a permission request (``/permit`` in
+        ``script``); returns the task and session ids once the task advertises it."""
+        task = self.post("/tasks", {"title": title})
+        session = self.post(f"/tasks/{task['id']}/task-sessions", {"prompt": script})
+        self.wait_for(
+            lambda: self.pending_action(task["id"]) == "permission",
+            f"task {title!r} advertises its permission request",
+        )
+        return task["id"], session["id"]
+
     # -- fault points, moves and summaries (lifecycle tests) ---------------------------------
 
     def hold_next(self, failpoint: str, count: int = 1) -> None:

@@ -1,14 +1,14 @@
 """Browser tests against the real app: ``reflex run --env prod`` on a free port.
 
 Each test module gets its own database, once on SQLite and once on PostgreSQL (migrated and
-seeded by the project's CLI), its own mock agent (agentctl stand-in) and its own app server
-(``tests/e2e/server.py``), so sessions, questions and answers work end to end and no module
-sees another's data. The test API is on (fault points, the agent's prompt record). All servers
-of a run share one Reflex build directory outside the checkout, so a ``scripts/run`` instance in
-the same checkout is neither rebuilt nor disturbed. A failing test keeps a screenshot of every
-open page and the app's log under ``tests/artifacts/failures/``. The browser is the system
-Chromium (Playwright's own download needs the open internet); without it these tests are
-skipped, or fail under CI=true.
+seeded by the project's CLI) and its own app server (``tests/e2e/server.py``), which runs the
+project's ACP mock agent for each session, so sessions, questions and answers work end to end
+and no module sees another's data. The test API is on (fault points, the agent's prompt record).
+All servers of a run share one Reflex build directory outside the checkout, so a ``scripts/run``
+instance in the same checkout is neither rebuilt nor disturbed. A failing test keeps a
+screenshot of every open page and the app's log under ``tests/artifacts/failures/``. The browser
+is the system Chromium (Playwright's own download needs the open internet); without it these
+tests are skipped, or fail under CI=true.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import contextlib
 import os
 import re
 import shutil
-import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,7 +33,7 @@ from tests.e2e.api import Api
 from tests.e2e.server import PROJECT_ROOT, AppDidNotStart, AppServer, prepare_database
 from tests.e2e.viewports import CHROMIUM, CHROMIUM_ARGS
 from tests.support import postgres
-from tests.support.processes import MockAgentProcess, free_port
+from tests.support.processes import free_port
 
 T = TypeVar("T")
 
@@ -70,31 +69,6 @@ def artifacts_dir() -> Path:
     return ARTIFACTS_DIR
 
 
-class _LoopThread:
-    """An event loop on its own thread for async helpers (the mock agent process) that must
-    outlive one call: Playwright's sync API owns the main thread's loop."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-
-    def run(self, work: Coroutine[Any, Any, T], timeout: float = 60) -> T:
-        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=10)
-        self.loop.close()
-
-
-@pytest.fixture(scope="session")
-def _async_helpers() -> Iterator[_LoopThread]:
-    loop = _LoopThread()
-    yield loop
-    loop.close()
-
-
 @pytest.fixture(scope="module", params=BACKENDS)
 def e2e_database_url(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -118,20 +92,6 @@ def _prepare(url: str) -> None:
         pytest.fail(str(exc), pytrace=False)
 
 
-@pytest.fixture(scope="module")
-def mock_agent(
-    _async_helpers: _LoopThread, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[MockAgentProcess]:
-    """The mock agent process the app dispatches prompts to (stopped with its group)."""
-    agent = MockAgentProcess(tmp_path_factory.mktemp("e2e-agent") / "state")
-    try:
-        _async_helpers.run(agent.start())
-        yield agent
-    finally:
-        with contextlib.suppress(Exception):
-            _async_helpers.run(agent.stop())
-
-
 @pytest.fixture(scope="session")
 def e2e_web_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One Reflex build directory for the run: later app starts reuse its packages."""
@@ -143,14 +103,12 @@ def e2e_web_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def app_server(
     e2e_database_url: str,
-    mock_agent: MockAgentProcess,
     e2e_web_dir: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[AppServer]:
     """The app in prod mode (UI, websocket and /api on one port) for one test module."""
     server = AppServer(
         database_url=e2e_database_url,
-        agent_url=mock_agent.url,
         port=free_port(),
         web_dir=e2e_web_dir,
         work_dir=tmp_path_factory.mktemp("e2e-app"),

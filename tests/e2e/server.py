@@ -58,7 +58,8 @@ def tail(path: Path, lines: int = 120) -> str:
 
 
 class AppServer:
-    """One app instance: a database, a mock agent URL, a port and a log that survives restarts.
+    """One app instance: a database, a port, and a work directory whose log and mock-agent
+    prompt record survive restarts (the app launches the ACP mock agent per session).
 
     ``web_dir`` is the Reflex build directory. Sharing it between servers of one test run means
     only the first start pays for installing the frontend packages; later starts rebuild in a
@@ -69,14 +70,12 @@ class AppServer:
         self,
         *,
         database_url: str,
-        agent_url: str,
         port: int,
         web_dir: Path,
         work_dir: Path,
         extra_env: dict[str, str] | None = None,
     ) -> None:
         self.database_url = database_url
-        self.agent_url = agent_url
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.web_dir = web_dir
@@ -89,7 +88,7 @@ class AppServer:
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
-            KANDEV_AGENTCTL_URL=self.agent_url,
+            KANDEV_MOCK_RECORD=str(self.work_dir / "agent-prompts.jsonl"),
             KANDEV_PUBLIC_URL=self.url,
             KANDEV_TEST_API="1",
             KANDEV_AGENTCTL_ACK_TIMEOUT_S="5",

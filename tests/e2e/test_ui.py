@@ -141,20 +141,61 @@ def test_phone_sheet_activation_closes_the_sheet_and_shows_the_question(
     page.screenshot(path=artifacts_dir / "phone-overlay.png")
 
 
-def test_permission_task_opens_its_owner_without_a_question_overlay(
-    desktop: Page, app_url: str, api: Api
+def _permission_card(page: Page) -> Any:
+    return page.get_by_role("dialog", name="Permission request")
+
+
+def test_a_permission_request_is_answered_in_the_overlay(
+    desktop: Page, app_url: str, api: Api, artifacts_dir: Path
 ) -> None:
-    task = api.task_by_title("Rotate the CI secrets")
-    (owner,) = [s for s in api.sessions(task["id"]) if s["pending_action"] == "permission"]
+    """The agent asks before a tool call (``/permit``): the task opens its owner with the
+    permission card; one click sends that option, the agent hears it and goes on."""
+    task_id, session_id = api.permission_task(
+        "Clean the build", "/reply Checking.\n/permit Delete the build directory? | Allow | Reject"
+    )
     desktop.goto(app_url)
-    row = desktop.locator(f"#task-row-{task['id']}")
+    row = desktop.locator(f"#task-row-{task_id}")
     expect(row.get_by_role("img", name="Pending question")).to_have_count(1)
     row.click()
-    expect(desktop).to_have_url(re.compile(rf"/sessions/{owner['id']}$"))
+    expect(desktop).to_have_url(re.compile(rf"/sessions/{session_id}$"))
+    card = _permission_card(desktop)
+    expect(card).to_be_visible()
+    expect(card.locator("#permission-title")).to_have_text("Delete the build directory?")
+    expect(_overlay(desktop)).to_have_count(0)  # not a question: no answer text, no Skip
     request = desktop.locator("#transcript [data-kind=permission]")
-    expect(request).to_contain_text("Permission request")
     expect(request).to_contain_text("Waiting for you")
-    expect(_overlay(desktop)).to_have_count(0)  # the overlay answers clarifications only
+    expect(request).to_contain_text("Allow · Reject")
+    desktop.screenshot(path=artifacts_dir / "desktop-permission.png")
+
+    card.get_by_role("group", name="Options").get_by_role("button", name="Allow").click()
+
+    expect(card).to_have_count(0)
+    expect(desktop.locator("#transcript")).to_contain_text("Permission: Allow")
+    expect(request).to_contain_text("Answered")
+    expect(row.get_by_role("img", name="Pending question")).to_have_count(0)
+    api.idle(session_id, task_id)
+    assert api.pending_action(task_id) is None
+
+
+def test_a_permission_request_is_answered_on_a_phone(
+    phone_context: BrowserContext, app_url: str, api: Api, artifacts_dir: Path
+) -> None:
+    task_id, session_id = api.permission_task(
+        "Push the release", "/permit Push the tag to origin? | Push | Not now"
+    )
+    page = phone_context.new_page()
+    page.goto(f"{app_url}/tasks/{task_id}/sessions/{session_id}")
+    card = _permission_card(page)
+    expect(card).to_contain_text("Push the tag to origin?")
+    _no_sideways_scroll(page)
+    page.screenshot(path=artifacts_dir / "phone-permission.png")
+
+    card.get_by_role("button", name="Not now").click()
+
+    expect(card).to_have_count(0)
+    expect(page.locator("#transcript")).to_contain_text("Permission: Not now")
+    api.idle(session_id, task_id)
+    assert api.pending_action(task_id) is None
 
 
 # -- answering, skipping, conflicts ---------------------------------------------------------

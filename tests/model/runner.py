@@ -142,7 +142,6 @@ class System:
         link = AgentLink(self.agent)
         settings = Settings(
             public_url="http://model.invalid",
-            agentctl_url="http://agent.invalid",
             primary_answer_watchdog_s=1.0,  # its delay is the WatchdogClock's, fired by a rule
         )
         runtime = Runtime(guard.engine, settings, dispatcher=link)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
-from tests.support.processes import MockAgentProcess
-
 
 @pytest.fixture(scope="module")
-async def mock_agent(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[MockAgentProcess]:
-    agent = MockAgentProcess(tmp_path_factory.mktemp("crash-agent") / "state")
-    await agent.start()
-    yield agent
-    await agent.stop()
+def agent_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the mock agents of every backend process of a module record their prompts: the
+    file outlives the processes, so a test counts dispatches across crashes."""
+    return tmp_path_factory.mktemp("crash-agent") / "prompts.jsonl"

@@ -4,8 +4,10 @@ durable record: nothing lost, nothing dispatched twice."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,14 +17,14 @@ from backend.db.engine import read_tx
 from backend.db.tables import sessions, turns
 from backend.recovery import START_EVENT_PENDING
 from tests.support.builders import World
-from tests.support.processes import BackendProcess, MockAgentProcess, eventually
+from tests.support.processes import BackendProcess, eventually
 
 
 @asynccontextmanager
 async def backend(
-    tmp_path, database_url: str, agent: MockAgentProcess
+    tmp_path, database_url: str, record: Path
 ) -> AsyncIterator[tuple[BackendProcess, httpx.AsyncClient]]:
-    process = BackendProcess(tmp_path, database_url, agent.url)
+    process = BackendProcess(tmp_path, database_url, record)
     await process.start()
     try:
         async with httpx.AsyncClient(base_url=process.url, timeout=30) as http:
@@ -70,10 +72,10 @@ async def respond(http: httpx.AsyncClient, bundle: dict) -> httpx.Response:
     )
 
 
-async def dispatched(agent: MockAgentProcess, session: str) -> list[dict]:
-    async with httpx.AsyncClient(base_url=agent.url) as client:
-        prompts = (await client.get("/v1/prompts")).json()["prompts"]
-    return [p for p in prompts if p["session_id"] == session]
+def dispatched(record: Path, session: str) -> list[dict]:
+    """Prompts the mock agents recorded for ``session`` (in every backend process's life)."""
+    lines = record.read_text().splitlines() if record.exists() else []
+    return [p for p in map(json.loads, lines) if p["session_id"] == session]
 
 
 async def active(http, session: str) -> list[dict]:
@@ -83,20 +85,20 @@ async def active(http, session: str) -> list[dict]:
 @pytest.mark.scenario("S21")
 @pytest.mark.fault("respond.after_claim", "crash", "question pending again; the retry resumes once")
 async def test_crash_after_the_claim_restores_the_question(
-    tmp_path, database_url, engine, mock_agent
+    tmp_path, database_url, engine, agent_record
 ):
-    async with backend(tmp_path, database_url, mock_agent) as (process, http):
+    async with backend(tmp_path, database_url, agent_record) as (process, http):
         session, bundle = await detached_question(http, engine)
         await crash_while_answering(http, process, bundle, "respond.after_claim")
 
-    async with backend(tmp_path, database_url, mock_agent) as (_, http):
+    async with backend(tmp_path, database_url, agent_record) as (_, http):
         (again,) = await active(http, session)
         assert again["pending_id"] == bundle["pending_id"]
         retry = await http.post(
             f"/api/v1/clarification/{bundle['pending_id']}/respond", json=answer(bundle)
         )
         assert retry.json()["outcome"] == "resumed"
-    assert len(await dispatched(mock_agent, session)) == 2  # the prompt and one resume
+    assert len(dispatched(agent_record, session)) == 2  # the prompt and one resume
 
 
 @pytest.mark.scenario("S19")
@@ -106,13 +108,13 @@ async def test_crash_after_the_claim_restores_the_question(
     "reservation deleted, claimed rows pending; one resume on retry",
 )
 async def test_crash_after_reserving_rolls_the_reservation_back(
-    tmp_path, database_url, engine, mock_agent
+    tmp_path, database_url, engine, agent_record
 ):
-    async with backend(tmp_path, database_url, mock_agent) as (process, http):
+    async with backend(tmp_path, database_url, agent_record) as (process, http):
         session, bundle = await detached_question(http, engine)
         await crash_while_answering(http, process, bundle, "resume.after_reserve")
 
-    async with backend(tmp_path, database_url, mock_agent) as (_, http):
+    async with backend(tmp_path, database_url, agent_record) as (_, http):
         (again,) = await active(http, session)
         assert again["pending_id"] == bundle["pending_id"]
         assert len((await http.get(f"/api/v1/task-sessions/{session}/turns")).json()["turns"]) == 1
@@ -120,7 +122,7 @@ async def test_crash_after_reserving_rolls_the_reservation_back(
             f"/api/v1/clarification/{bundle['pending_id']}/respond", json=answer(bundle)
         )
         assert retry.json()["outcome"] == "resumed"
-    assert len(await dispatched(mock_agent, session)) == 2
+    assert len(dispatched(agent_record, session)) == 2
 
 
 @pytest.mark.scenario("S20")
@@ -128,13 +130,13 @@ async def test_crash_after_reserving_rolls_the_reservation_back(
     "resume.after_attempt_mark", "crash", "successor kept current, answer terminal, never re-sent"
 )
 async def test_crash_after_the_attempt_mark_keeps_the_answer_terminal(
-    tmp_path, database_url, engine, mock_agent
+    tmp_path, database_url, engine, agent_record
 ):
-    async with backend(tmp_path, database_url, mock_agent) as (process, http):
+    async with backend(tmp_path, database_url, agent_record) as (process, http):
         session, bundle = await detached_question(http, engine)
         await crash_while_answering(http, process, bundle, "resume.after_attempt_mark")
 
-    async with backend(tmp_path, database_url, mock_agent) as (_, http):
+    async with backend(tmp_path, database_url, agent_record) as (_, http):
         assert await active(http, session) == []
         retry = await http.post(
             f"/api/v1/clarification/{bundle['pending_id']}/respond", json=answer(bundle)
@@ -142,7 +144,7 @@ async def test_crash_after_the_attempt_mark_keeps_the_answer_terminal(
         assert (retry.status_code, retry.json()["state"]) == (409, "terminal")
         turns_now = (await http.get(f"/api/v1/task-sessions/{session}/turns")).json()["turns"]
         assert len(turns_now) == 2  # the preserved successor is current
-    assert len(await dispatched(mock_agent, session)) == 1  # never sent twice (here: never)
+    assert len(dispatched(agent_record, session)) == 1  # never sent twice (here: never)
 
 
 @pytest.mark.scenario("S36")
@@ -153,14 +155,14 @@ async def test_crash_after_the_attempt_mark_keeps_the_answer_terminal(
 )
 @pytest.mark.parametrize("point", ["resume.before_publish", "resume.before_clear"])
 async def test_crash_after_acknowledgement_replays_the_start_event(
-    tmp_path, database_url, engine, mock_agent, point
+    tmp_path, database_url, engine, agent_record, point
 ):
-    async with backend(tmp_path, database_url, mock_agent) as (process, http):
+    async with backend(tmp_path, database_url, agent_record) as (process, http):
         session, bundle = await detached_question(http, engine)
         await crash_while_answering(http, process, bundle, point)
-    assert len(await dispatched(mock_agent, session)) == 2  # the agent took the answer once
+    assert len(dispatched(agent_record, session)) == 2  # the agent took the answer once
 
-    async with backend(tmp_path, database_url, mock_agent) as (_, http):
+    async with backend(tmp_path, database_url, agent_record) as (_, http):
         assert await active(http, session) == []
         retry = await http.post(
             f"/api/v1/clarification/{bundle['pending_id']}/respond", json=answer(bundle)
@@ -178,7 +180,7 @@ async def test_crash_after_acknowledgement_replays_the_start_event(
             )
         ]
     assert all(START_EVENT_PENDING not in m and "prompt_dispatch_pending" not in m for m in metas)
-    assert len(await dispatched(mock_agent, session)) == 2
+    assert len(dispatched(agent_record, session)) == 2
 
 
 async def task_of(engine, session: str) -> str:

@@ -1,11 +1,13 @@
-"""Real processes for API tests: the mock agent (a separate process) and the API served over
-HTTP in the test's event loop, so the agent can call back exactly as it would in production."""
+"""Real processes for API tests: the API served over HTTP in the test's event loop, with the
+ACP executor running the project's ACP mock agent as a real process per session (it asks
+through Kandev's MCP endpoint exactly as a coding agent would)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -14,6 +16,8 @@ import websockets.asyncio.client
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
+from backend.agents.acp_executor import AcpExecutor
+from backend.agents.profiles import load_profiles
 from backend.api.app import create_api
 from backend.config import Settings
 from backend.events import Event
@@ -22,6 +26,8 @@ from backend.runtime import Runtime
 from tests.support.processes import free_port
 
 T = TypeVar("T")
+#: How long the ``timeout`` agent fault withholds an acknowledgement in API tests.
+FAULT_TIMEOUT_S = 1.0
 
 
 async def failpoint_hits(name: str) -> int:
@@ -31,18 +37,21 @@ async def failpoint_hits(name: str) -> int:
 
 
 class LiveApi:
-    def __init__(
-        self, runtime: Runtime, url: str, client: httpx.AsyncClient, agent_url: str
-    ) -> None:
+    def __init__(self, runtime: Runtime, url: str, client: httpx.AsyncClient) -> None:
         self.runtime = runtime
         self.url = url
         self.http = client
-        self.agent_url = agent_url
         self.events: list[Event] = []
 
+    @property
+    def executor(self) -> AcpExecutor:
+        control = self.runtime.agent_control
+        assert control is not None, "this API runs no ACP executor"
+        return control
+
     async def as_agent(self, session_id: str, path: str, body: dict[str, Any]) -> httpx.Response:
-        """POST ``/api/v1/_agent/sessions/{session_id}/{path}`` as the session's own agent
-        (with its credential), the way the mock agent calls back."""
+        """POST ``/api/v1/_agent/sessions/{session_id}/{path}`` with the session's credential:
+        the callback protocol of an out-of-process executor."""
         token = self.runtime.credentials.token_for(session_id)
         return await self.http.post(
             f"/api/v1/_agent/sessions/{session_id}/{path}",
@@ -50,21 +59,34 @@ class LiveApi:
             headers={"Authorization": f"Bearer {token}"},
         )
 
+    async def agent_says(
+        self, session_id: str, turn_id: str, generation: int, content: str
+    ) -> dict[str, Any]:
+        """Agent output for a turn, delivered as the ACP executor delivers it (raises
+        ``TurnNotCurrent`` when that turn no longer owns the session)."""
+        return await self.runtime.orchestrator.agent_message(
+            session_id, turn_id, generation, content
+        )
+
+    async def agent_ready(
+        self, session_id: str, turn_id: str, generation: int, status: str = "completed"
+    ) -> bool:
+        """The agent's end of a turn (its prompt's stop reason), as the executor reports it;
+        ``True`` when it applied."""
+        return await self.runtime.orchestrator.turn_complete(
+            session_id, turn_id, generation, status
+        )
+
     async def dispatched(self, session_id: str) -> list[dict[str, Any]]:
-        """Prompts the mock agent durably accepted for ``session_id``."""
-        async with httpx.AsyncClient(base_url=self.agent_url, timeout=10) as agent:
-            prompts = (await agent.get("/v1/prompts")).json()["prompts"]
-        return [p for p in prompts if p["session_id"] == session_id]
+        """Prompts the mock agent durably recorded for ``session_id``."""
+        return [p for p in await self.executor.prompts() if p["session_id"] == session_id]
 
     async def agent_fault(self, action: str | None, count: int | None = None) -> None:
-        async with httpx.AsyncClient(base_url=self.agent_url, timeout=10) as agent:
-            if action is None:
-                await agent.delete("/v1/failpoints/agentctl.prompt")
-            else:
-                body: dict[str, Any] = {"action": action}
-                if count is not None:
-                    body["count"] = count
-                (await agent.put("/v1/failpoints/agentctl.prompt", json=body)).raise_for_status()
+        """Arm (or clear) the agent fault at the executor's dispatch boundary."""
+        if action is None:
+            await self.executor.clear_failpoint()
+        else:
+            await self.executor.set_failpoint(action, count)
 
     def websocket(self, bearer: str | None = None, **params: str) -> Any:
         """A WebSocket client on ``/api/v1/events`` (an async context manager)."""
@@ -82,22 +104,34 @@ class LiveApi:
 @asynccontextmanager
 async def live_api(
     engine: AsyncEngine,
-    agent_url: str,
-    ack_timeout_s: float = 2.0,
+    record: Path,
+    ack_timeout_s: float = 20.0,
     watchdog_s: float = 1.0,
     dispatcher: PromptDispatcher | None = None,
+    profiles_file: str | None = None,
 ) -> AsyncIterator[LiveApi]:
-    """The API on a free port over ``engine``; prompts go to the agentctl service at
-    ``agent_url``, or to ``dispatcher`` (e.g. the ACP executor) when given."""
+    """The API on a free port over ``engine``. Prompts go to the runtime's ACP executor (the
+    mock agent records them at ``record``), or to ``dispatcher`` when given.
+
+    The acknowledgement bound is generous because a session's first prompt launches its agent
+    process (a loaded CI machine starts Python slowly); the ``timeout`` agent fault withholds
+    the acknowledgement for :data:`FAULT_TIMEOUT_S` only."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     settings = Settings(
-        agentctl_url=agent_url,
         public_url=url,
         agentctl_ack_timeout_s=ack_timeout_s,
         test_api=True,
         primary_answer_watchdog_s=watchdog_s,
+        mock_record=str(record),
+        agent_profiles=profiles_file,
     )
+    if dispatcher is None:
+        dispatcher = AcpExecutor(
+            load_profiles(profiles_file, mock_record=str(record)),
+            start_timeout_s=ack_timeout_s * 0.75,
+            fault_timeout_s=FAULT_TIMEOUT_S,
+        )
     runtime = Runtime(engine, settings, dispatcher=dispatcher)
     await runtime.start()
     server = uvicorn.Server(
@@ -120,7 +154,7 @@ async def live_api(
         runtime.bus.subscribe() as queue,
         httpx.AsyncClient(base_url=url, timeout=30) as client,
     ):
-        api = LiveApi(runtime, url, client, agent_url)
+        api = LiveApi(runtime, url, client)
         collector = asyncio.create_task(_collect(queue, api.events))
         try:
             yield api
@@ -129,6 +163,8 @@ async def live_api(
             server.should_exit = True
             await serving
             await runtime.stop()
+            if isinstance(dispatcher, AcpExecutor):
+                await dispatcher.aclose()
 
 
 async def _collect(queue: asyncio.Queue[Event], into: list[Any]) -> None:

@@ -1,4 +1,4 @@
-"""Real processes for tests: free ports, bounded polling, and the mock agent process."""
+"""Real processes for tests: free ports, bounded polling, and the backend as a process."""
 
 from __future__ import annotations
 
@@ -128,42 +128,18 @@ class ServiceProcess:
             await proc.wait()
 
 
-class MockAgentProcess(ServiceProcess):
-    """``python -m backend.agentctl.mock`` with its durable record in ``state_dir``."""
-
-    name = "mock-agent"
-
-    def __init__(self, state_dir: Path, *, env: dict[str, str] | None = None) -> None:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        self.state_dir = state_dir
-        super().__init__(state_dir.parent, env=env)
-
-    def command(self) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "backend.agentctl.mock",
-            "--port",
-            str(self.port),
-            "--state-dir",
-            str(self.state_dir),
-        ]
-
-    async def healthy(self, client: httpx.AsyncClient) -> bool:
-        return (await client.get("/v1/health")).status_code == 200
-
-
 class BackendProcess(ServiceProcess):
-    """``python -m backend.serve`` (the API without the UI) on a given database."""
+    """``python -m backend.serve`` (the API without the UI) on a given database; it runs the
+    ACP mock agent per session, which records its prompts at ``agent_record``."""
 
     name = "backend"
 
-    def __init__(self, log_dir: Path, database_url: str, agent_url: str, **env: str) -> None:
+    def __init__(self, log_dir: Path, database_url: str, agent_record: Path, **env: str) -> None:
         super().__init__(
             log_dir,
             env={
                 "KANDEV_DATABASE_URL": database_url,
-                "KANDEV_AGENTCTL_URL": agent_url,
+                "KANDEV_MOCK_RECORD": str(agent_record),
                 "KANDEV_TEST_API": "1",
                 "KANDEV_AGENTCTL_ACK_TIMEOUT_S": "3",
                 **env,

@@ -13,6 +13,11 @@ A line is a command when its first word is one of:
   ``/wait`` wins. Without it the wait is the caller's default (``KANDEV_CLARIFICATION_WAIT_S``,
   600 s). ``/disconnect`` anywhere forces the wait to 0 (detach at once) and beats ``/wait``.
   Both have no effect in a prompt without ``/ask``.
+- ``/permit TITLE | OPTION | OPTION`` — ask the user's permission for a tool call titled TITLE
+  at that point (ACP ``session/request_permission``; options optional, default ``Allow`` and
+  ``Reject``; the first option is ``allow_once``, the others ``reject_once``). ``/permit``
+  without a title is ignored. Only the ACP mock agent runs it (the agentctl protocol has no
+  permission requests; its runner skips the step).
 - ``/sleep MS`` — pause MS milliseconds (an integer >= 0) before the next step.
 - ``/fail`` — end the turn with status ``failed`` at that point; later steps do not run.
 
@@ -33,6 +38,9 @@ import math
 from dataclasses import dataclass
 
 DEFAULT_WAIT_S = 600.0
+DEFAULT_PERMIT_OPTIONS = ("Allow", "Reject")
+#: What the agent says after a ``/permit`` that was not granted any option.
+PERMIT_DECLINED = "Permission cancelled."
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,14 @@ class Fail:
 
 
 @dataclass(frozen=True, slots=True)
+class Permit:
+    """A permission request for one tool call; the agent then says what the user chose."""
+
+    title: str
+    options: tuple[str, ...] = DEFAULT_PERMIT_OPTIONS
+
+
+@dataclass(frozen=True, slots=True)
 class Question:
     question: str
     options: tuple[str, ...] = ()
@@ -65,7 +81,7 @@ class Ask:
     wait_seconds: float
 
 
-Step = Reply | Sleep | Fail | Ask
+Step = Reply | Sleep | Fail | Ask | Permit
 
 
 def parse_script(content: str, default_wait_s: float = DEFAULT_WAIT_S) -> list[Step]:
@@ -98,6 +114,11 @@ def parse_script(content: str, default_wait_s: float = DEFAULT_WAIT_S) -> list[S
                 if not questions:
                     steps.append(None)
                 questions.append(question)
+        elif command == "/permit":
+            flush_echo()
+            permit = _parse_permit(arg)
+            if permit is not None:
+                steps.append(permit)
         elif command == "/wait" and (seconds := _non_negative_float(arg)) is not None:
             wait_s = seconds
         elif command == "/disconnect" and not arg:
@@ -129,6 +150,13 @@ def _parse_question(arg: str, *, multi_select: bool) -> Question | None:
     if not question:
         return None
     return Question(question, tuple(option for option in options if option), multi_select)
+
+
+def _parse_permit(arg: str) -> Permit | None:
+    question = _parse_question(arg, multi_select=False)
+    if question is None:
+        return None
+    return Permit(question.question, question.options or DEFAULT_PERMIT_OPTIONS)
 
 
 def _non_negative_float(text: str) -> float | None:

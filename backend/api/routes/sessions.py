@@ -10,6 +10,7 @@ from fastapi import APIRouter, Response
 from backend.api.deps import CallerDep, RuntimeDep
 from backend.api.schemas import CreateSessionBody, PromptBody, SessionStateBody
 from backend.services.sessions import (
+    agent_profiles,
     delete_session_message,
     prompt_session,
     session_clarifications,
@@ -22,6 +23,12 @@ from backend.services.sessions import (
 from backend.vocabulary import SessionState
 
 router = APIRouter(prefix="/api/v1")
+
+
+@router.get("/agent-profiles")
+async def list_agent_profiles(runtime: RuntimeDep, caller: CallerDep) -> Any:
+    """The agents a session can run (``agent_profile`` of a new session)."""
+    return agent_profiles(runtime)
 
 
 @router.post("/tasks/{task_id}/task-sessions", status_code=201)
