@@ -20,10 +20,10 @@ import httpx
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from backend.agentctl.client import PromptRequest
 from backend.api.app import create_api
 from backend.config import Settings
 from backend.db.engine import create_engine
+from backend.orchestrator.dispatch import PromptRequest
 from backend.orchestrator.service import PromptDispatcher
 from backend.runtime import Runtime
 from benchmarks.boot_raw import RawDriver

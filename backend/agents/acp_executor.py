@@ -15,7 +15,7 @@ process cannot be started or initialised in time, the prompt certainly was not t
 (:class:`PromptRejected`).
 
 Test controls (the test API's ``agentctl.prompt`` fault point, applied at the dispatch
-boundary with the agentctl mock's meanings): ``reject`` refuses before writing, ``timeout``
+boundary): ``reject`` refuses before writing, ``timeout``
 waits out the acknowledgement deadline without writing, ``accept_then_fail`` writes (the agent
 runs the prompt) and then reports a transport failure. :meth:`prompts` reads the mock agent's
 durable record (``KANDEV_MOCK_RECORD`` in the profile's environment).
@@ -41,6 +41,9 @@ from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
     DeniedOutcome,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
+    ElicitationFormSessionMode,
     HttpHeader,
     HttpMcpServer,
     RequestPermissionResponse,
@@ -48,13 +51,23 @@ from acp.schema import (
 )
 from acp.schema import PermissionOption as AcpPermissionOption
 
-from backend.agent_tools import MCP_PATH
-from backend.agentctl.client import PromptRequest
-from backend.agentctl.errors import PromptNotAcknowledged, PromptRejected, PromptTransportError
-from backend.agentctl.protocol import FAILPOINT_ACTIONS as FAULT_ACTIONS
+from backend.agent_tools import DEFAULT_WAIT_S, MCP_PATH
+from backend.agents.elicitation import (
+    ElicitationForm,
+    ElicitationResponse,
+    UnsupportedForm,
+    cancelled,
+)
 from backend.agents.profiles import MOCK, MOCK_RECORD_ENV, AgentProfile
 from backend.errors import DomainError
-from backend.orchestrator.dispatch import AgentSink, PromptDispatcher
+from backend.orchestrator.dispatch import (
+    AgentSink,
+    PromptDispatcher,
+    PromptNotAcknowledged,
+    PromptRejected,
+    PromptRequest,
+    PromptTransportError,
+)
 from backend.permissions import PermissionDesk, PermissionOption
 
 log = logging.getLogger(__name__)
@@ -66,9 +79,13 @@ CANCEL_GRACE_S = 5.0
 STDERR_LINES = 20
 #: How long a broken connection waits for the process's exit code (for the message).
 EXIT_GRACE_S = 1.0
+#: How long a prompt that ended waits for its native questions to detach before completing.
+ASK_SETTLE_S = 10.0
 #: The longest a launch may take in the background (``npx`` may download the agent first).
 LAUNCH_CAP_S = 300.0
 COMPLETED_STOPS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "cancelled"})
+#: The test API's ``agentctl.prompt`` fault actions (the name predates ACP; QA suites use it).
+FAULT_ACTIONS = frozenset({"reject", "timeout", "accept_then_fail"})
 
 
 class _PromptPipe:
@@ -119,6 +136,10 @@ class _Turn:
     task: asyncio.Task[None] | None = None
     chunks: list[str] = field(default_factory=list)
     message_id: str | None = None
+    #: Set when the prompt ended (any way): its pending native questions detach.
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The handlers of its pending ``elicitation/create`` requests.
+    asks: set[asyncio.Task[Any]] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -147,6 +168,7 @@ class AcpExecutor(PromptDispatcher):
         *,
         start_timeout_s: float = 10.0,
         fault_timeout_s: float | None = None,
+        elicitation_wait_s: float = DEFAULT_WAIT_S,
     ) -> None:
         #: The profiles sessions may name; each session's agent runs its own.
         self.profiles = profiles
@@ -155,6 +177,9 @@ class AcpExecutor(PromptDispatcher):
         self.start_timeout_s = start_timeout_s
         #: How long the ``timeout`` test fault withholds the acknowledgement.
         self.fault_timeout_s = start_timeout_s if fault_timeout_s is None else fault_timeout_s
+        #: How long a native question (``elicitation/create``) is held before it detaches,
+        #: like the MCP tool's default wait.
+        self.elicitation_wait_s = elicitation_wait_s
         #: The armed test fault and how many prompts it still applies to (``None``: all).
         self._fault: tuple[str, int | None] | None = None
         self._sink: AgentSink | None = None
@@ -268,10 +293,16 @@ class AcpExecutor(PromptDispatcher):
         assert agent.process.stdin is not None and agent.process.stdout is not None
         agent.pipe = _PromptPipe(agent.process.stdin)
         agent.conn = connect_to_agent(
-            _Client(self, agent), agent.process.stdin, agent.process.stdout
+            _Client(self, agent),
+            agent.process.stdin,
+            agent.process.stdout,
+            use_unstable_protocol=True,  # elicitation is still marked unstable
         )
         init = await agent.conn.initialize(
-            protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities()
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(
+                elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
+            ),
         )
         capabilities = init.agent_capabilities
         agent.can_load = bool(capabilities and capabilities.load_session)
@@ -322,11 +353,14 @@ class AcpExecutor(PromptDispatcher):
         assert agent.conn is not None
         status = "failed"
         try:
-            response = await agent.conn.prompt(
-                session_id=agent.acp_session_id,
-                prompt=[text_block(_prompt_text(request))],
-                kandev=_meta(request),
-            )
+            try:
+                response = await agent.conn.prompt(
+                    session_id=agent.acp_session_id,
+                    prompt=[text_block(_prompt_text(request))],
+                    kandev=_meta(request),
+                )
+            finally:
+                await self._prompt_ended(turn)
             await self._flush(turn)
             status = "completed" if response.stop_reason in COMPLETED_STOPS else "failed"
         except asyncio.CancelledError:
@@ -338,6 +372,13 @@ class AcpExecutor(PromptDispatcher):
                 await asyncio.wait_for(agent.process.wait(), EXIT_GRACE_S)
             await self._say(turn, self._crash_message(agent, error))
         await self._complete(turn, status)
+
+    async def _prompt_ended(self, turn: _Turn) -> None:
+        """Nobody will read answers to the prompt's pending native questions any more: they
+        detach (and pause the turn) before the turn completes, like an MCP call that ended."""
+        turn.ended.set()
+        if turn.asks:
+            await asyncio.wait(set(turn.asks), timeout=ASK_SETTLE_S)
 
     def _crash_message(self, agent: _Agent, error: Exception) -> str:
         code = agent.process.returncode
@@ -393,6 +434,49 @@ class AcpExecutor(PromptDispatcher):
             # Left open, like a lost ready event: start-up recovery settles the turn.
             log.exception("completion of turn %s not stored", request.turn_id)
 
+    # -- native questions ------------------------------------------------------------------
+
+    async def elicit(self, agent: _Agent, message: str, mode: Any) -> ElicitationResponse:
+        """An ``elicitation/create`` from the agent: one bundle in its running turn, held as
+        the live waiter until the answer, a Skip, :attr:`elicitation_wait_s`, or the end of
+        the prompt that asked (then it detaches; the answer comes as the next prompt)."""
+        if not isinstance(mode, ElicitationFormSessionMode):
+            raise RequestError.invalid_params({"details": "Kandev answers session forms only"})
+        turn = agent.turn
+        if mode.session_id != agent.acp_session_id or turn is None or turn.ended.is_set():
+            return cancelled("cancelled", message="no prompt of this session is running")
+        handler = asyncio.current_task()
+        assert handler is not None
+        # Registered before any await, so the prompt's end waits for this question.
+        turn.asks.add(handler)
+        try:
+            try:
+                form = ElicitationForm.from_schema(message, mode.requested_schema)
+            except UnsupportedForm as error:
+                raise RequestError.invalid_params({"details": str(error)}) from None
+            await self._flush(turn)  # what the agent said first stays first
+            if form.lead:
+                await self._say(turn, form.lead)
+            request = turn.request
+            assert self._sink is not None
+            gone = asyncio.ensure_future(turn.ended.wait())
+            try:
+                result = await self._sink.agent_clarification(
+                    request.session_id,
+                    request.turn_id,
+                    request.prompt_generation,
+                    form.questions,
+                    self.elicitation_wait_s,
+                    gone,
+                )
+            except DomainError as refused:  # e.g. the turn is no longer current
+                return cancelled("refused", message=refused.message)
+            finally:
+                gone.cancel()
+            return form.response(result)
+        finally:
+            turn.asks.discard(handler)
+
     # -- test controls ---------------------------------------------------------------------------
 
     async def set_failpoint(self, action: str, count: int | None = None) -> None:
@@ -423,7 +507,7 @@ class AcpExecutor(PromptDispatcher):
         if not path:
             return []
         text = await asyncio.to_thread(_read_if_exists, Path(path))
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [entry for line in text.splitlines() if (entry := _record_entry(line))]
 
     # -- processes -----------------------------------------------------------------------------
 
@@ -501,6 +585,9 @@ class _Client:
             outcome=AllowedOutcome(option_id=chosen, outcome="selected")
         )
 
+    async def create_elicitation(self, message: str, mode: Any, **_: Any) -> ElicitationResponse:
+        return await self._executor.elicit(self._agent, message, mode)
+
     def __getattr__(self, name: str) -> Any:
         async def unsupported(*_: Any, **__: Any) -> Any:
             raise RequestError.method_not_found(name)
@@ -510,6 +597,15 @@ class _Client:
 
 def _read_if_exists(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+def _record_entry(line: str) -> dict[str, Any] | None:
+    """One record line; a torn one (the agent killed mid-write) is no entry."""
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) else None
 
 
 def _kandev_mcp(prompt: PromptRequest) -> HttpMcpServer:

@@ -3,7 +3,8 @@
 It runs the mock scripts of docs/agent-protocol.md the way a coding agent would: replies are
 ``session/update`` message chunks (one ``messageId`` per reply), questions go to the MCP
 server Kandev names in ``session/new`` (``ask_user_clarification``, with the headers given
-there), ``/fail`` ends the turn with ``refusal``, and ``/permit`` reports a tool call, asks
+there; with ``/elicit``, natively with ``elicitation/create`` when the client offers form
+elicitation), ``/fail`` ends the turn with ``refusal``, and ``/permit`` reports a tool call, asks
 the client's permission for it (``session/request_permission``) and then says
 ``Permission: <option>`` (or ``Permission cancelled.``). A prompt that resumes a detached
 question carries the answer in ``_meta.kandev.answer``; the agent replies ``Got: ...`` (or
@@ -30,29 +31,40 @@ from acp import (
 )
 from acp.interfaces import Client
 from acp.schema import (
+    AcceptElicitationResponse,
     AgentCapabilities,
     AllowedOutcome,
+    CancelElicitationResponse,
+    DeclineElicitationResponse,
+    ElicitationFormSessionMode,
+    ElicitationMultiSelectPropertySchema,
+    ElicitationSchema,
+    ElicitationStringPropertySchema,
+    EnumOption,
     HttpMcpServer,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
+    TitledMultiSelectItems,
     ToolCallUpdate,
 )
 from mcp.client import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from backend.agentctl.mock.runner import answer_reply, format_answers
-from backend.agentctl.mock.script import (
+from backend.agents.mock_script import (
     DEFAULT_WAIT_S,
     PERMIT_DECLINED,
     Ask,
     Fail,
     Permit,
+    Question,
     Reply,
     Sleep,
+    answer_reply,
+    format_answers,
     parse_script,
     questions_payload,
 )
@@ -73,11 +85,17 @@ class MockAcpAgent:
         self._record_path = record_path
         self._default_wait_s = default_wait_s
         self._mcp: dict[str, HttpMcpServer] = {}
+        #: Whether the client answers form elicitations (``initialize``).
+        self._can_elicit = False
 
     def on_connect(self, conn: Client) -> None:
         self._conn = conn
 
-    async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
+    async def initialize(
+        self, protocol_version: int, client_capabilities: Any = None, **_: Any
+    ) -> InitializeResponse:
+        elicitation = getattr(client_capabilities, "elicitation", None)
+        self._can_elicit = getattr(elicitation, "form", None) is not None
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(load_session=True),
@@ -141,7 +159,11 @@ class MockAcpAgent:
 
     async def _ask(self, session_id: str, ask: Ask) -> dict[str, Any]:
         server = self._mcp.get(session_id)
-        if server is None:
+        if ask.native:
+            if not self._can_elicit:
+                log.warning("the client does not answer elicitations")
+                return {"outcome": "error"}
+        elif server is None:
             log.warning("session %s has no MCP server to ask through", session_id)
             return {"outcome": "error"}
         # Like a coding agent, report the tool call first: the client shows what was said
@@ -153,11 +175,51 @@ class MockAcpAgent:
             update=start_tool_call(call_id, "Ask the user", kind="other", status="in_progress"),
         )
         try:
+            if ask.native:
+                return await self._elicit(session_id, call_id, ask)
+            assert server is not None
             return await self._call_tool(server, ask)
         finally:
             await self._conn.session_update(
                 session_id=session_id, update=update_tool_call(call_id, status="completed")
             )
+
+    async def _elicit(self, session_id: str, call_id: str, ask: Ask) -> dict[str, Any]:
+        """Ask with ``elicitation/create`` and wait up to the bundle's wait; then stop
+        waiting (``detached``: the turn ends, the answer comes as the next prompt)."""
+        assert self._conn is not None
+        fields = {f"q{i}": _form_property(q) for i, q in enumerate(ask.questions, 1)}
+        single = len(ask.questions) == 1
+        message = ask.questions[0].question if single else "A few questions before I go on."
+        mode = ElicitationFormSessionMode(
+            session_id=session_id,
+            tool_call_id=call_id,
+            requested_schema=ElicitationSchema(properties=fields, required=list(fields)),
+        )
+        asking = asyncio.ensure_future(self._conn.create_elicitation(message, mode))
+        # One notification behind the request (the connection sends in order): once it is
+        # out, so is the question, however short the wait.
+        await asyncio.sleep(0)
+        await self._conn.session_update(
+            session_id=session_id, update=update_tool_call(call_id, status="in_progress")
+        )
+        done, _ = await asyncio.wait({asking}, timeout=ask.wait_seconds)
+        if not done:
+            asking.cancel()
+            return {"outcome": "detached"}
+        try:
+            response = asking.result()
+        except Exception as error:
+            log.warning("elicitation failed: %r", error)
+            return {"outcome": "error"}
+        if isinstance(response, AcceptElicitationResponse):
+            return {"outcome": "answered", "answers": _form_answers(ask, response.content or {})}
+        if isinstance(response, DeclineElicitationResponse):
+            return {"outcome": "rejected"}
+        if isinstance(response, CancelElicitationResponse):
+            kandev = (response.field_meta or {}).get("kandev") or {}
+            return {"outcome": kandev.get("outcome", "cancelled")}
+        return {"outcome": "error"}
 
     async def _permit(self, session_id: str, permit: Permit) -> str:
         """Report the tool call, ask the client's permission for it, and say what came back
@@ -233,6 +295,39 @@ class MockAcpAgent:
         }
         with open(self._record_path, "a", encoding="utf-8") as record:
             record.write(json.dumps(line) + "\n")
+
+
+def _form_property(question: Question) -> Any:
+    """A question as a form property: several picks (titled options), one pick (plain enum),
+    or free text."""
+    if question.options and question.multi_select:
+        options = [EnumOption(const=f"v{i}", title=o) for i, o in enumerate(question.options, 1)]
+        return ElicitationMultiSelectPropertySchema(
+            type="array", title=question.question, items=TitledMultiSelectItems(any_of=options)
+        )
+    if question.options:
+        return ElicitationStringPropertySchema(
+            type="string", title=question.question, enum=list(question.options)
+        )
+    return ElicitationStringPropertySchema(type="string", title=question.question)
+
+
+def _form_answers(ask: Ask, content: dict[str, Any]) -> list[dict[str, Any]]:
+    """The accepted content as the answers list ``format_answers`` reads."""
+    answers = []
+    for i, question in enumerate(ask.questions, 1):
+        value = content.get(f"q{i}")
+        if value is None:
+            continue
+        if isinstance(value, list):
+            by_value = {f"v{j}": o for j, o in enumerate(question.options, 1)}
+            labels = [by_value.get(str(v), str(v)) for v in value]
+            answers.append({"question": question.question, "option_labels": labels, "text": ""})
+        elif question.options and value in question.options:
+            answers.append({"question": question.question, "option_labels": [value], "text": ""})
+        else:
+            answers.append({"question": question.question, "option_labels": [], "text": value})
+    return answers
 
 
 def main() -> None:

@@ -100,11 +100,14 @@ def claim_patches(
 
 
 def agent_answers(claimed: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
-    """The answers as the agent receives them (question, chosen labels, free text)."""
+    """The answers as the agent receives them: the question (and its ``position`` in the
+    bundle), the chosen options' ids and labels, the free text."""
     return tuple(
         {
             "message_id": row["id"],
+            "position": row["metadata"].get("position"),
             "question": row["metadata"].get("question", row["content"]),
+            "option_ids": row["metadata"].get("answer", {}).get("option_ids", []),
             "option_labels": row["metadata"].get("answer", {}).get("option_labels", []),
             "text": row["metadata"].get("answer", {}).get("text", ""),
         }

@@ -31,7 +31,6 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
-from backend.agentctl.errors import PromptNotAcknowledged, PromptRejected
 from backend.clarifications.claims import Released
 from backend.db.bounded import bounded
 from backend.db.engine import write_tx
@@ -40,7 +39,13 @@ from backend.events import Event
 from backend.events.publisher import EventPublisher
 from backend.orchestrator import reservations
 from backend.orchestrator.admission import AdmittedTurn, admit_prompt
-from backend.orchestrator.dispatch import AgentChannel, PromptDispatcher, turn_data
+from backend.orchestrator.dispatch import (
+    AgentChannel,
+    PromptDispatcher,
+    PromptNotAcknowledged,
+    PromptRejected,
+    turn_data,
+)
 from backend.orchestrator.expectation import AnswerExpectation
 
 log = logging.getLogger(__name__)

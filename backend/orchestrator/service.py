@@ -18,7 +18,6 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
-from backend.agentctl.errors import PromptDispatchError
 from backend.authority.sql import TERMINAL_STATES
 from backend.clarifications.store import Question, expire_current_turn
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
@@ -38,7 +37,12 @@ from backend.orchestrator.admission import (
     require_current,
 )
 from backend.orchestrator.completion import TurnCompletion
-from backend.orchestrator.dispatch import AgentChannel, PromptDispatcher, turn_data
+from backend.orchestrator.dispatch import (
+    AgentChannel,
+    PromptDispatcher,
+    PromptDispatchError,
+    turn_data,
+)
 from backend.orchestrator.live import ClarificationResult, LiveClarifications
 from backend.orchestrator.resume import DetachedResume
 from backend.orchestrator.watchdog import PrimaryAnswerWatchdog

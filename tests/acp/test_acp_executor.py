@@ -5,19 +5,19 @@ Kandev's MCP tool, on both databases."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
-from backend.agentctl.client import PromptRequest
 from backend.agents.acp_executor import AcpExecutor
-from backend.agents.profiles import BUILT_IN, MOCK, MOCK_RECORD_ENV, AgentProfile
+from backend.agents.profiles import BUILT_IN, MOCK, MOCK_RECORD_ENV
 from backend.config import Settings
 from backend.db.engine import read_tx
 from backend.db.tables import sessions
+from backend.orchestrator.dispatch import PromptRequest
 from backend.runtime import Runtime
+from tests.acp.conftest import mock_profiles
 from tests.support.builders import World
 from tests.support.http import (
     agent_replies,
@@ -31,33 +31,6 @@ from tests.support.http import (
 )
 from tests.support.live import LiveApi, live_api
 from tests.support.processes import eventually
-
-
-class AcpLive:
-    def __init__(self, api: LiveApi, executor: AcpExecutor, record: Path) -> None:
-        self.api = api
-        self.executor = executor
-        self.record = record
-
-    def prompts(self, session_id: str) -> list[dict]:
-        """Prompts the mock agents recorded for ``session_id`` (every process appends)."""
-        if not self.record.exists():
-            return []
-        lines = [json.loads(line) for line in self.record.read_text().splitlines()]
-        return [p for p in lines if p["session_id"] == session_id]
-
-
-def mock_profiles(record: Path, command: tuple[str, ...] | None = None) -> dict[str, AgentProfile]:
-    """The profiles with the mock agent recording at ``record`` (launched by ``command``)."""
-    mock = AgentProfile(MOCK, command or BUILT_IN[MOCK].command, env={MOCK_RECORD_ENV: str(record)})
-    return {**BUILT_IN, MOCK: mock}
-
-
-@pytest.fixture
-async def acp(engine, tmp_path: Path) -> AsyncIterator[AcpLive]:
-    record = tmp_path / "prompts.jsonl"
-    async with live_api(engine, record) as api:
-        yield AcpLive(api, api.executor, record)
 
 
 async def test_replies_become_messages_and_the_stop_reason_completes_the_turn(acp):
@@ -107,7 +80,7 @@ async def test_a_refusal_fails_the_turn(acp):
     task, session = await start_session(live, "/fail")
     await eventually(lambda: turns(live, session), lambda t: t[0]["completed_at"] is not None)
     state = (await session_of(live, task, session))["state"]
-    assert state in ("IDLE", "FAILED")  # what a failed turn leaves, as with the agentctl mock
+    assert state in ("IDLE", "FAILED")  # what a failed turn leaves
 
 
 async def test_a_crashed_agent_fails_its_turn_and_the_next_prompt_starts_a_new_one(acp):

@@ -18,9 +18,13 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
-from backend.agentctl.client import PromptRequest
-from backend.agentctl.errors import PromptNotAcknowledged, PromptRejected, PromptTransportError
 from backend.db.engine import create_engine
+from backend.orchestrator.dispatch import (
+    PromptNotAcknowledged,
+    PromptRejected,
+    PromptRequest,
+    PromptTransportError,
+)
 from backend.orchestrator.service import PromptDispatcher
 
 
@@ -95,7 +99,7 @@ class HeldDispatch:
 
 
 class FakeAgent:
-    """The agent executor (an agentctl stand-in that survives backend restarts). Its record of
+    """The agent executor (a stand-in that survives backend restarts). Its record of
     accepted prompts plus the answers live waiters returned is the at-most-once oracle."""
 
     def __init__(self) -> None:

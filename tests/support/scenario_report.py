@@ -25,7 +25,7 @@ import pytest
 SCENARIO_IDS: tuple[str, ...] = tuple(f"S{n:02d}" for n in range(1, 46))
 _KNOWN_IDS = frozenset(SCENARIO_IDS)
 #: Test levels in the order the report lists them; a level is the directory under ``tests/``.
-LEVELS: tuple[str, ...] = ("unit", "integration", "api", "agentctl", "recovery", "e2e")
+LEVELS: tuple[str, ...] = ("unit", "integration", "api", "acp", "recovery", "e2e")
 #: The spec is shared between checkouts and lives beside this one, not in it.
 SPEC_FROM_ROOT = Path("..") / "shared" / "spec" / "active-clarification-lifecycle.md"
 TITLE_WIDTH = 80

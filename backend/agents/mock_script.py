@@ -13,11 +13,13 @@ A line is a command when its first word is one of:
   ``/wait`` wins. Without it the wait is the caller's default (``KANDEV_CLARIFICATION_WAIT_S``,
   600 s). ``/disconnect`` anywhere forces the wait to 0 (detach at once) and beats ``/wait``.
   Both have no effect in a prompt without ``/ask``.
+- ``/elicit`` anywhere asks the prompt's bundle natively, with ACP ``elicitation/create`` (a
+  form: one property per question) instead of the MCP tool; the wait is then the agent's own:
+  when it passes, the agent stops waiting and ends its turn.
 - ``/permit TITLE | OPTION | OPTION`` — ask the user's permission for a tool call titled TITLE
   at that point (ACP ``session/request_permission``; options optional, default ``Allow`` and
   ``Reject``; the first option is ``allow_once``, the others ``reject_once``). ``/permit``
-  without a title is ignored. Only the ACP mock agent runs it (the agentctl protocol has no
-  permission requests; its runner skips the step).
+  without a title is ignored.
 - ``/sleep MS`` — pause MS milliseconds (an integer >= 0) before the next step.
 - ``/fail`` — end the turn with status ``failed`` at that point; later steps do not run.
 
@@ -26,16 +28,17 @@ Consecutive plain-text lines form one ``Echo: <text>`` reply (lines joined by a 
 their position, so a prompt of plain text only gets exactly one echo of the whole text.
 A prompt with no step at all (blank) completes the turn without a message.
 
-What runs after the bundle is the runner's business (``runner.py``): after an answer it posts
-``Got: ...`` and continues with the steps written after the first ``/ask``; after a Skip it
-posts ``Skipped.`` and continues; after a detach it completes the turn at once; after ``expired``
-(terminal session) it stops without completing.
+What runs after the bundle is the agent's business (``mock_acp.py``): after an answer it says
+``Got: ...`` (:func:`format_answers`) and continues with the steps written after the first
+``/ask``; after a Skip it says ``Skipped.`` and continues; after a detach, a cancellation or
+``expired`` it ends the turn at once.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 DEFAULT_WAIT_S = 600.0
 DEFAULT_PERMIT_OPTIONS = ("Allow", "Reject")
@@ -79,6 +82,8 @@ class Ask:
 
     questions: tuple[Question, ...]
     wait_seconds: float
+    #: Asked with ACP ``elicitation/create`` rather than the MCP tool.
+    native: bool = False
 
 
 Step = Reply | Sleep | Fail | Ask | Permit
@@ -90,6 +95,7 @@ def parse_script(content: str, default_wait_s: float = DEFAULT_WAIT_S) -> list[S
     questions: list[Question] = []
     wait_s = default_wait_s
     disconnect = False
+    native = False
     echo: list[str] = []
 
     def flush_echo() -> None:
@@ -123,6 +129,8 @@ def parse_script(content: str, default_wait_s: float = DEFAULT_WAIT_S) -> list[S
             wait_s = seconds
         elif command == "/disconnect" and not arg:
             disconnect = True
+        elif command == "/elicit" and not arg:
+            native = True
         elif command == "/sleep" and (ms := _non_negative_int(arg)) is not None:
             flush_echo()
             steps.append(Sleep(ms))
@@ -133,12 +141,12 @@ def parse_script(content: str, default_wait_s: float = DEFAULT_WAIT_S) -> list[S
             echo.append(line)
     flush_echo()
 
-    bundle = Ask(tuple(questions), 0.0 if disconnect else wait_s)
+    bundle = Ask(tuple(questions), 0.0 if disconnect else wait_s, native)
     return [bundle if step is None else step for step in steps]
 
 
 def questions_payload(ask: Ask) -> list[dict[str, object]]:
-    """The bundle's questions as both the long-poll and the MCP tool take them."""
+    """The bundle's questions as the MCP tool takes them."""
     return [
         {"question": q.question, "options": list(q.options), "multi_select": q.multi_select}
         for q in ask.questions
@@ -169,3 +177,24 @@ def _non_negative_float(text: str) -> float | None:
 
 def _non_negative_int(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() else None
+
+
+def format_answers(answers: Any) -> str:
+    """``Got: question: label, label, text; question: ...`` from the protocol's answers list."""
+    parts = []
+    for answer in answers if isinstance(answers, list) else []:
+        if not isinstance(answer, dict):
+            continue
+        labels = answer.get("option_labels")
+        values = [str(label) for label in labels] if isinstance(labels, list) else []
+        if answer.get("text"):
+            values.append(str(answer["text"]))
+        parts.append(f"{answer.get('question', '')}: {', '.join(values)}")
+    return "Got: " + "; ".join(parts)
+
+
+def answer_reply(answer: dict[str, Any]) -> str:
+    """The reply to a resume prompt: ``Skipped.`` for a skipped bundle, else ``Got: ...``."""
+    if answer.get("rejected") is True:
+        return "Skipped."
+    return format_answers(answer.get("answers"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.agentctl.mock.script import (
+from backend.agents.mock_script import (
     DEFAULT_WAIT_S,
     Ask,
     Fail,
@@ -124,3 +124,12 @@ def test_permit_asks_at_its_place_with_default_or_given_options() -> None:
         Permit("Delete build/?", ("Allow", "Reject")),
         Permit("Push?", ("Yes", "No")),
     ]
+
+
+@pytest.mark.parametrize("content", ["/elicit\n/ask Q | a", "/ask Q | a\n/elicit"])
+def test_elicit_asks_the_bundle_natively_wherever_it_stands(content: str) -> None:
+    assert parse_script(content) == [Ask((Question("Q", ("a",)),), DEFAULT_WAIT_S, native=True)]
+
+
+def test_elicit_with_an_argument_is_plain_text() -> None:
+    assert parse_script("/elicit now") == [Reply("Echo: /elicit now")]
