@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     single_user: bool = True
     #: Where agents call back: this app's own base URL.
     public_url: str = "http://127.0.0.1:3000"
+    #: Several workers on one PostgreSQL database: their event bus (``nats://host:4222``).
+    #: Unset: the in-memory bus of one process.
+    nats_url: str | None = None
 
 
 @lru_cache(maxsize=1)

@@ -25,11 +25,12 @@ from backend.config import Settings, get_settings
 from backend.db.bounded import drain
 from backend.errors import DomainError
 from backend.events import EventBus, InMemoryEventBus
+from backend.events.nats_bus import NatsEventBus, instance_id
 from backend.events.publisher import EventPublisher
 from backend.orchestrator.dispatch import AgentChannel
 from backend.orchestrator.service import Orchestrator, PromptDispatcher
 from backend.permissions import PermissionDesk
-from backend.projections.revision import RevisionClock
+from backend.projections.revision import RevisionClock, start_clock
 from backend.projections.summaries import TaskSummaries
 from backend.projections.summary_projector import SummaryProjector
 from backend.recovery import recover
@@ -58,7 +59,9 @@ class Runtime:
         self.engine = engine
         self._owns_engine = owns_engine
         self.settings = settings
-        self.bus: EventBus = bus or InMemoryEventBus()
+        if bus is None:
+            bus = NatsEventBus(settings.nats_url) if settings.nats_url else InMemoryEventBus()
+        self.bus: EventBus = bus
         self.waiters = WaiterRegistry()
         self.events = EventPublisher(engine, self.bus, lambda: self.revisions)
         self.summaries = TaskSummaries(engine, self.bus)
@@ -118,16 +121,19 @@ class Runtime:
         """Recover every crash window, then allocate the projection epoch; only then is the
         runtime ready (a failure propagates and the server does not start)."""
         failpoints.load_from_env()
+        if isinstance(self.bus, NatsEventBus):
+            await self.bus.start(await instance_id(self.engine))
         # The summary projector subscribes first so it hears start-up replay (the events only
         # name tasks whose summaries it re-derives): a cache repairer, not admitted work.
         await self.projector.start()
         try:
             await self.credentials.load(self.engine)
             await recover(self.engine, self.bus)
-            clock = await RevisionClock.start(self.engine)
+            clock = await start_clock(self.engine)
             await self.agent_tools.start()
         except BaseException:
             await self.projector.stop()
+            await self._close_bus()
             raise
         log.info("backend started with projection epoch %s", clock.epoch)
         self._revisions = clock
@@ -143,8 +149,13 @@ class Runtime:
         await self.orchestrator.watchdog.shutdown()
         if self._owned_executor is not None:
             await self._owned_executor.aclose()
+        await self._close_bus()
         if self._owns_engine:
             await self.engine.dispose()
+
+    async def _close_bus(self) -> None:
+        if isinstance(self.bus, NatsEventBus):
+            await self.bus.close()
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:

@@ -46,3 +46,5 @@ class PendingAction(StrEnum):
 class MetaKey(StrEnum):
     PROJECTION_EPOCH = "projection_epoch"
     AGENT_CREDENTIAL_KEY = "agent_credential_key"
+    #: Names this database on shared infrastructure (the NATS subjects of its workers).
+    INSTANCE_ID = "instance_id"

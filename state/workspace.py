@@ -35,6 +35,7 @@ from state.session_view import SessionViewState, ViewRef
 from state.task_list import TaskListState
 from state.ui_models import (
     MESSAGE_EVENTS,
+    OVERFLOW_EVENT,
     SESSION,
     TASK,
     EventPlan,
@@ -287,6 +288,9 @@ class Workspace:
         messages_changed = False
         for event in batch:
             kind, data = event.type, event.data
+            if kind == OVERFLOW_EVENT:
+                plan.merge(EventPlan.resync(set(app._tasks)))
+                continue
             if kind in MESSAGE_EVENTS or kind == "session.updated":
                 flow.projections.apply_event(data)
             if kind in ("task.status_summary.updated", "task.status_summary.invalidated"):

@@ -14,6 +14,7 @@ from backend.db.engine import create_engine, write_tx
 from backend.db.migrate import upgrade
 from tests.model import profiles as _model_profiles  # noqa: F401  (Hypothesis profiles)
 from tests.support import lock_witness, postgres
+from tests.support.nats import nats_url  # noqa: F401  (fixture)
 from tests.support.postgres import throwaway_postgres  # noqa: F401  (fixture, used on demand)
 
 BACKENDS = ("sqlite", "postgres")

@@ -43,7 +43,7 @@ async def project_sessions(
 ) -> SessionProjection:
     """Project the sessions ``sessions_where`` selects, under ``revision`` (reserved here when
     the caller has not reserved one earlier); ``with_rows`` adds their rows for full views."""
-    revision = revision or clock.reserve()
+    revision = revision or await clock.reserve()
     async with read_tx(engine) as conn:
         authority = await session_authority(conn, sessions_where)
         rows: list[Row[Any]] = []

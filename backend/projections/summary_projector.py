@@ -4,7 +4,9 @@ An event only names a task whose summary may have changed. The projector never r
 state from the payload: it re-derives the whole summary through the one repository rule, so
 events that arrive close together or out of order (a terminal event after a newer pending one)
 still leave the summary matching the database (S45). Events that arrive while a refresh runs
-are coalesced into the next one.
+are coalesced into the next one. With several workers each projector handles its own
+worker's events (``local_only``): every source event is heard by exactly one projector. A
+projector that fell so far behind that its queue overflowed refreshes every task.
 
 Stopping never cuts a refresh in half: it runs under :func:`backend.db.bounded.bounded`, so
 ``stop()`` waits for the refresh in flight (cancelling one mid-transaction on SQLite could leave
@@ -22,8 +24,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend.db.bounded import bounded
 from backend.db.engine import read_tx
-from backend.db.tables import sessions
+from backend.db.tables import sessions, tasks
 from backend.events import Event, EventBus
+from backend.events.bus import OVERFLOW
 from backend.projections.summaries import TaskSummaries
 
 log = logging.getLogger(__name__)
@@ -64,7 +67,7 @@ class SummaryProjector:
             self._task = None
 
     async def _run(self) -> None:
-        async with self.bus.subscribe() as queue:
+        async with self.bus.subscribe(local_only=True) as queue:
             self._subscribed.set()
             while True:
                 batch = [await queue.get()]
@@ -85,6 +88,10 @@ class SummaryProjector:
     async def _tasks_named(self, events: list[Event]) -> set[str]:
         task_ids: set[str] = set()
         session_ids: set[str] = set()
+        if any(event.type == OVERFLOW for event in events):
+            log.warning("summary projector fell behind; refreshing every task")
+            async with read_tx(self.engine) as conn:
+                return set((await conn.execute(select(tasks.c.id))).scalars())
         for event in events:
             if event.type not in SOURCE_EVENTS:
                 continue

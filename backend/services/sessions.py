@@ -49,7 +49,7 @@ async def task_session_list(runtime: Runtime, caller: Caller, task_id: str) -> l
     pending ownership (S44)."""
     async with read_tx(runtime.engine) as conn:
         await visible_task(conn, caller, task_id)
-    revision = runtime.revisions.reserve()
+    revision = await runtime.revisions.reserve()
     await failpoints.hit("sessions.list")  # between the reservation and the read it labels
     views = await _session_views(runtime, sessions.c.task_id == task_id, revision)
     # Between the read and the response: what was read is already history when it arrives.

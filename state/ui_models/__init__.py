@@ -8,6 +8,7 @@ order · ``overlay`` clarification answers · ``events`` what a live event makes
 
 from state.ui_models.events import (
     MESSAGE_EVENTS,
+    OVERFLOW_EVENT,
     TURN_EVENTS,
     EventPlan,
     plan_event,
@@ -86,6 +87,7 @@ __all__ = [
     "ENDED_SESSION_STATES",
     "HOME",
     "MESSAGE_EVENTS",
+    "OVERFLOW_EVENT",
     "PENDING_HINTS",
     "PERMISSION",
     "QUESTION",

@@ -7,12 +7,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.events.bus import OVERFLOW
 from state.ui_models.labels import as_text
 
 MESSAGE_EVENTS = frozenset(
     {"session.message.added", "session.message.updated", "session.message.deleted"}
 )
 TURN_EVENTS = frozenset({"turn.started", "turn.completed"})
+#: The watcher fell so far behind that the bus dropped its queued events: everything shown
+#: is re-read.
+OVERFLOW_EVENT = OVERFLOW
 
 
 @dataclass
@@ -40,6 +44,17 @@ class EventPlan:
         self.discover_bundles |= other.discover_bundles
         self.reload_messages |= other.reload_messages
         self.stale_session_lists |= other.stale_session_lists
+
+    @classmethod
+    def resync(cls, task_ids: set[str]) -> EventPlan:
+        """Re-read everything the view shows (events were lost)."""
+        return cls(
+            reload_tasks=set(task_ids),
+            reload_sessions=True,
+            discover_bundles=True,
+            reload_messages=True,
+            stale_session_lists=set(task_ids),
+        )
 
     @property
     def needs_io(self) -> bool:

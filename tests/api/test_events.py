@@ -7,8 +7,10 @@ import json
 from typing import Any
 
 import pytest
+import websockets
 
 from backend import failpoints
+from backend.events.bus import QUEUE_LIMIT, Event
 from backend.projections.revision import ProjectionRevision
 from tests.support.http import idle, session_of, start_session
 from tests.support.live import failpoint_hits
@@ -155,3 +157,28 @@ async def test_turn_events_carry_identity_only(live):
     for event in turn_events:
         assert event.data["task_id"] == task
         assert set(event.data) <= {"session_id", "task_id", "turn_id", "status"}
+
+
+async def test_a_client_too_slow_to_keep_up_is_closed_with_4429_and_can_reconnect(live):
+    """Memory per client is bounded: a socket whose undelivered events overflow its queue is
+    closed with 4429 (reconnect and reload) instead of growing without end."""
+    task, session, _ = await clean_session(live)
+    live.runtime.bus.queue_limit = 5
+    try:
+        async with live.websocket() as ws:
+            # Make sure the socket is subscribed (it answers a request only once it is).
+            await ws.send(json.dumps({"type": "task_sessions.list", "task_id": task}))
+            await next_frame(ws, lambda f: f["type"] == "task_sessions.list.result")
+            for n in range(50):  # faster than any forwarding: nothing awaits in between
+                await live.runtime.bus.publish(
+                    Event("session.updated", {"task_id": task, "session_id": session, "n": n})
+                )
+            with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+                while True:
+                    await asyncio.wait_for(ws.recv(), 10)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4429
+    finally:
+        live.runtime.bus.queue_limit = QUEUE_LIMIT
+    async with live.websocket() as again:
+        await again.send(json.dumps({"type": "task_sessions.list", "task_id": task}))
+        await next_frame(again, lambda f: f["type"] == "task_sessions.list.result")

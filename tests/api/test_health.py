@@ -8,7 +8,7 @@ import pytest
 from backend import failpoints
 from backend.api.app import create_api
 from backend.db.engine import create_engine
-from backend.projections.revision import allocate_epoch
+from backend.projections.revision import start_clock
 from backend.runtime import Runtime
 
 
@@ -26,13 +26,13 @@ async def test_health_is_503_starting_until_start_up_finishes(database_url, engi
     assert before.status_code == 503
     assert before.json() == {"status": "starting"}
 
-    previous_epoch = await allocate_epoch(engine)
+    before_start = await (await start_clock(engine)).reserve()
     async with runtime.lifespan():
         after = await _get(api, "/api/v1/health")
         assert after.status_code == 200
         assert after.json() == {"status": "ok", "database": "ok"}
-        # Every start allocates a newer projection epoch from the database.
-        assert runtime.revisions.epoch > previous_epoch
+        # A started backend's revisions are newer than any handed out before it started.
+        assert await runtime.revisions.reserve() > before_start
     assert not runtime.ready
 
 

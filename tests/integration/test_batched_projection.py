@@ -20,7 +20,7 @@ from backend.models import (
     TaskSessionMessage,
     TaskSessionTurn,
 )
-from backend.projections.revision import RevisionClock
+from backend.projections.revision import LocalRevisionClock
 from backend.projections.sessions import project_sessions
 from tests.support.builders import World, at
 
@@ -143,7 +143,7 @@ async def test_task_pending_action_takes_the_strongest_session_action(engine):
 async def test_projection_revision_is_reserved_before_the_read(engine):
     world = World(engine)
     session = await world.session()
-    clock = RevisionClock(epoch=7)
+    clock = LocalRevisionClock(epoch=7)
     first = await project_sessions(engine, clock, sessions.c.id == session)
     second = await project_sessions(engine, clock, sessions.c.id == session)
     assert first.revision < second.revision

@@ -1,4 +1,5 @@
-"""The projection epoch is allocated in the database and only grows."""
+"""The projection epoch is allocated in the database and only grows; revisions from the
+process's clock (local on SQLite, shared by every worker on PostgreSQL) only grow too."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from backend.db.engine import create_engine, write_tx
 from backend.models import KandevMeta
 from backend.projections.revision import (
     DatabaseNotMigratedError,
-    RevisionClock,
+    SharedRevisionClock,
     allocate_epoch,
+    start_clock,
 )
 
 _ALLOCATE = (
@@ -64,13 +66,31 @@ async def test_concurrent_processes_get_distinct_epochs(database_url, engine):
     assert len(set(epochs)) == 4 and min(epochs) > floor
 
 
-async def test_clock_revisions_are_ordered_within_an_epoch(engine):
-    clock = await RevisionClock.start(engine)
-    revisions = [clock.reserve() for _ in range(3)]
+async def test_a_clocks_revisions_grow_and_a_restarted_clock_goes_on_above_them(engine):
+    clock = await start_clock(engine)
+    revisions = [await clock.reserve() for _ in range(3)]
     assert revisions == sorted(revisions)
     assert len(set(revisions)) == 3
-    newer_clock = await RevisionClock.start(engine)
-    assert newer_clock.reserve() > revisions[-1]
+    newer_clock = await start_clock(engine)
+    assert await newer_clock.reserve() > revisions[-1]
+
+
+async def test_workers_on_postgresql_share_one_revision_order(database_url, engine):
+    """Two workers' clocks interleave into one order: a read that starts later on either
+    worker gets the newer revision, whichever worker started first."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("several workers serve PostgreSQL only")
+    second = create_engine(database_url)
+    try:
+        first_clock, second_clock = await start_clock(engine), await start_clock(second)
+        assert isinstance(first_clock, SharedRevisionClock)
+        assert first_clock.epoch == second_clock.epoch
+        order = [
+            await clock.reserve() for clock in (first_clock, second_clock) * 3 + (first_clock,)
+        ]
+        assert order == sorted(order) and len(set(order)) == len(order)
+    finally:
+        await second.dispose()
 
 
 async def test_missing_epoch_row_is_a_clear_error(database_url):

@@ -7,8 +7,11 @@ message. The socket also answers one request form, the task-session list of the 
 projection is an ``internal`` error, never a clean-looking list (S44).
 
 Authentication is the bearer header or ``?token=``; a bad token closes the socket with 4401
-before it is accepted. What a caller may see is :class:`backend.services.events.EventVisibility`'s
-to decide; the list is :func:`backend.services.sessions.task_session_list`, as over REST.
+before it is accepted. A client that reads so slowly that its queue of undelivered events
+overflows (``backend.events.bus.QUEUE_LIMIT``) is closed with 4429: reconnect and reload
+(its memory stays bounded; what it missed is what a reload shows). What a caller may see is
+:class:`backend.services.events.EventVisibility`'s to decide; the list is
+:func:`backend.services.sessions.task_session_list`, as over REST.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from backend.access import Caller, Unauthorized, bearer_token, resolve_caller
 from backend.db.engine import read_tx
 from backend.errors import DomainError
 from backend.events import Event
+from backend.events.bus import OVERFLOW
 from backend.runtime import Runtime
 from backend.services.events import EventVisibility
 from backend.services.sessions import task_session_list
@@ -36,6 +40,8 @@ router = APIRouter(prefix="/api/v1")
 #: Close code for a refused token (4000-4999 are application codes).
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_NOT_READY = 4503
+#: Close code for a client too slow to keep up: reconnect, then reload what it shows.
+CLOSE_TOO_SLOW = 4429
 
 
 @router.websocket("/events")
@@ -60,7 +66,7 @@ async def events(websocket: WebSocket, token: str | None = None) -> None:
 
     visibility = EventVisibility(runtime, caller)
     async with runtime.bus.subscribe() as queue:
-        forwarding = asyncio.create_task(_forward(queue, visibility, send))
+        forwarding = asyncio.create_task(_forward(queue, visibility, send, websocket))
         try:
             while True:
                 text = await websocket.receive_text()
@@ -78,9 +84,15 @@ async def events(websocket: WebSocket, token: str | None = None) -> None:
                 await forwarding
 
 
-async def _forward(queue: asyncio.Queue[Event], visibility: EventVisibility, send: Any) -> None:
+async def _forward(
+    queue: asyncio.Queue[Event], visibility: EventVisibility, send: Any, websocket: WebSocket
+) -> None:
     while True:
         event = await queue.get()
+        if event.type == OVERFLOW:
+            with contextlib.suppress(Exception):
+                await websocket.close(code=CLOSE_TOO_SLOW, reason="too slow: reconnect and reload")
+            return
         try:
             if await visibility.allows(event):
                 await send(event.to_json())

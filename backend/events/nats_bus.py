@@ -1,0 +1,138 @@
+"""The event bus across workers: every worker publishes to one NATS subject per database, and
+every worker's subscribers (WebSockets, tab watchers, the summary projector) hear every event.
+
+Selected by ``KANDEV_NATS_URL`` (``nats-py``, core NATS: at-most-once, like the in-memory bus;
+events only announce commits, and clients converge by re-reading). A worker hands its own events
+to its own subscribers at once and skips their echo from NATS (each message names its origin),
+so a local client never waits on the network. The subject carries the database's
+``instance_id`` (``kandev_meta``), so installations sharing a NATS server never hear each other.
+
+No server at start-up fails start-up with a message saying so (never a silent single-worker
+run). A connection lost later is re-established by the client; what was published meanwhile is
+buffered by it up to its limit, and events lost beyond that are what every client already
+tolerates (the next read converges).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import nats
+import orjson
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from backend.db.engine import read_tx
+from backend.db.tables import meta
+from backend.events.bus import QUEUE_LIMIT, Event, InMemoryEventBus, Subscription
+from backend.vocabulary import MetaKey
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 3.0
+
+
+class BusUnavailable(RuntimeError):
+    """No NATS server answered at start-up."""
+
+
+def events_subject(instance_id: str) -> str:
+    return f"kandev.{instance_id}.events"
+
+
+class NatsEventBus:
+    def __init__(self, url: str, *, queue_limit: int = QUEUE_LIMIT) -> None:
+        self.url = url
+        #: This worker's subscribers.
+        self.local = InMemoryEventBus(queue_limit)
+        #: Names this worker in its messages, so it skips its own echo.
+        self.origin = uuid.uuid4().hex
+        self._nc: NatsClient | None = None
+        self._subject = ""
+
+    @property
+    def client(self) -> NatsClient:
+        """The connection (for the other cross-worker channels, once started)."""
+        if self._nc is None:
+            raise RuntimeError("the NATS bus has not started")
+        return self._nc
+
+    async def start(self, instance_id: str) -> None:
+        self._subject = events_subject(instance_id)
+        try:
+            # The client retries a first connection too; start-up must not wait forever.
+            async with asyncio.timeout(CONNECT_TIMEOUT_S * 2):
+                self._nc = await nats.connect(
+                    self.url,
+                    name=f"kandev-{self.origin[:8]}",
+                    connect_timeout=CONNECT_TIMEOUT_S,
+                    max_reconnect_attempts=-1,
+                    allow_reconnect=True,
+                    error_cb=self._on_error,
+                    disconnected_cb=self._on_disconnected,
+                    reconnected_cb=self._on_reconnected,
+                )
+        except Exception as error:
+            raise BusUnavailable(
+                f"KANDEV_NATS_URL is set, but no NATS server answers at {self.url}: {error!r}"
+            ) from error
+        await self._nc.subscribe(self._subject, cb=self._heard)
+        await self._nc.flush()
+        log.info("event bus on NATS at %s (%s)", self.url, self._subject)
+
+    async def close(self) -> None:
+        if self._nc is not None and not self._nc.is_closed:
+            try:
+                await self._nc.drain()
+            except Exception as error:  # closing anyway
+                log.warning("NATS drain failed: %r", error)
+        self._nc = None
+
+    async def publish(self, event: Event) -> None:
+        self.local.deliver(event)
+        body = {"origin": self.origin, "type": event.type, "data": event.data}
+        await self.client.publish(self._subject, orjson.dumps(body, default=str))
+
+    @asynccontextmanager
+    async def subscribe(self, *, local_only: bool = False) -> AsyncIterator[Subscription]:
+        async with self.local.subscribe(local_only=local_only) as queue:
+            yield queue
+
+    async def _heard(self, msg: Msg) -> None:
+        try:
+            body = orjson.loads(msg.data)
+            if body["origin"] == self.origin:
+                return
+            event = Event(str(body["type"]), dict(body["data"]))
+        except (ValueError, KeyError, TypeError) as error:
+            log.warning("unreadable event on %s dropped: %r", msg.subject, error)
+            return
+        self.local.deliver(event, from_here=False)
+
+    async def _on_error(self, error: Exception) -> None:
+        log.warning("NATS: %r", error)
+
+    async def _on_disconnected(self) -> None:
+        log.warning("NATS connection lost; reconnecting")
+
+    async def _on_reconnected(self) -> None:
+        log.info("NATS connection re-established")
+
+
+async def instance_id(engine: AsyncEngine) -> str:
+    """The database's name on shared infrastructure (migration 0005)."""
+    async with read_tx(engine) as conn:
+        value = (
+            await conn.execute(
+                select(meta.c.text_value).where(meta.c.key == MetaKey.INSTANCE_ID.value)
+            )
+        ).scalar_one_or_none()
+    if not value:
+        raise RuntimeError("the database has no instance id; run the migrations first")
+    return str(value)
