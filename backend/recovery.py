@@ -49,6 +49,7 @@ from backend.permissions import store as permission_store
 from backend.request_evidence import DELIVERY_INTENT, pending_id
 from backend.views import message_view
 from backend.vocabulary import SessionState
+from backend.workers import EVERY_OWNER_DEAD, INTENT_WORKER_KEY, DeadOwners
 
 log = logging.getLogger(__name__)
 
@@ -57,27 +58,33 @@ class RecoveryError(RuntimeError):
     """Recovery could not prove what to do; start-up must fail and keep the evidence."""
 
 
-async def recover(engine: AsyncEngine, bus: EventBus) -> None:
+async def recover(
+    engine: AsyncEngine, bus: EventBus, owners: DeadOwners = EVERY_OWNER_DEAD
+) -> None:
+    """``owners``: whose leftovers to settle (with several workers, only those of workers that
+    are gone: ``backend/workers.py``)."""
     await failpoints.hit("recovery.reservations")
     async with write_tx(engine) as conn:
-        await _reconcile_reservations(conn)
+        await _reconcile_reservations(conn, owners)
     await failpoints.hit("recovery.intents")
     async with write_tx(engine) as conn:
-        await _reconcile_intents(conn)
+        await _reconcile_intents(conn, owners)
     await failpoints.hit("recovery.permissions")
-    await _cancel_abandoned_permissions(engine, bus)
+    await _cancel_abandoned_permissions(engine, bus, owners)
     async with write_tx(engine) as conn:
-        await _fail_unacknowledged_turns(conn)
+        await _fail_unacknowledged_turns(conn, owners)
     await failpoints.hit("recovery.replay")
     await _replay_start_events(engine, bus)
 
 
-async def _cancel_abandoned_permissions(engine: AsyncEngine, bus: EventBus) -> None:
+async def _cancel_abandoned_permissions(
+    engine: AsyncEngine, bus: EventBus, owners: DeadOwners
+) -> None:
     """Cancel the permission requests no agent can answer any more, then name them on the bus
     (the summary projector re-derives their tasks; no client is connected yet, so the events
     carry no projection). A failed publication is logged: reads repair summaries anyway."""
     async with write_tx(engine) as conn:
-        cancelled = await permission_store.cancel_abandoned(conn)
+        cancelled = await permission_store.cancel_abandoned(conn, owners)
     for row in cancelled:
         log.warning("recovery: cancelled permission request %s", row["metadata"]["pending_id"])
         data = {"session_id": row["session_id"], "task_id": row["task_id"]}
@@ -89,7 +96,7 @@ async def _cancel_abandoned_permissions(engine: AsyncEngine, bus: EventBus) -> N
             log.warning("recovery: cancelled permission not announced: %r", error)
 
 
-async def _fail_unacknowledged_turns(conn: AsyncConnection) -> None:
+async def _fail_unacknowledged_turns(conn: AsyncConnection, owners: DeadOwners) -> None:
     """Ordinary turns admitted whose prompt was never acknowledged when the process stopped:
     nobody can tell whether the agent got it, and nothing will finish the turn otherwise, so it
     is completed as ``failed`` (its events go through the outbox) and the session is free for
@@ -99,6 +106,7 @@ async def _fail_unacknowledged_turns(conn: AsyncConnection) -> None:
             select(turns.c.id, turns.c.session_id, turns.c.prompt_generation).where(
                 json_flag(turns.c.metadata, DISPATCH_UNACKNOWLEDGED),
                 turns.c.completed_at.is_(None),
+                owners.where(turns.c.metadata),
             )
         )
     ).all()
@@ -126,7 +134,7 @@ def _claimed_ids(turn: Any) -> list[str]:
     return ids
 
 
-async def _reconcile_reservations(conn: AsyncConnection) -> None:
+async def _reconcile_reservations(conn: AsyncConnection, owners: DeadOwners) -> None:
     reserved = (
         await conn.execute(
             select(
@@ -136,7 +144,7 @@ async def _reconcile_reservations(conn: AsyncConnection) -> None:
                 turns.c.metadata,
                 json_flag(turns.c.metadata, DISPATCH_ATTEMPTED).label("attempted"),
                 has_message_evidence(turns).label("evidenced"),
-            ).where(json_flag(turns.c.metadata, DISPATCH_PENDING))
+            ).where(json_flag(turns.c.metadata, DISPATCH_PENDING), owners.where(turns.c.metadata))
         )
     ).all()
     for turn in reserved:
@@ -159,12 +167,14 @@ async def _reconcile_reservations(conn: AsyncConnection) -> None:
         )
 
 
-async def _reconcile_intents(conn: AsyncConnection) -> None:
+async def _reconcile_intents(conn: AsyncConnection, owners: DeadOwners) -> None:
     """Claims that never reached a handoff: restore while current, retire otherwise."""
     intent = json_text(messages.c.metadata, DELIVERY_INTENT)
     held = (
         await conn.execute(
-            select(pending_id(messages), intent).where(intent.is_not(None)).distinct()
+            select(pending_id(messages), intent)
+            .where(intent.is_not(None), owners.where(messages.c.metadata, INTENT_WORKER_KEY))
+            .distinct()
         )
     ).all()
     for bundle, held_intent in held:

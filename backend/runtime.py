@@ -34,6 +34,7 @@ from backend.projections.revision import RevisionClock, start_clock
 from backend.projections.summaries import TaskSummaries
 from backend.projections.summary_projector import SummaryProjector
 from backend.recovery import recover
+from backend.workers import SingleProcessLock, WorkerPresence
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +55,23 @@ class Runtime:
         dispatcher: PromptDispatcher | None = None,
         bus: EventBus | None = None,
         owns_engine: bool = False,
+        lock_process: bool = False,
     ) -> None:
+        """``lock_process``: this runtime is its process's server (``backend.serve``, the app),
+        so on SQLite it refuses to start while another process serves the same file."""
         settings = settings or get_settings()
         self.engine = engine
         self._owns_engine = owns_engine
         self.settings = settings
+        #: Several workers serve this database (PostgreSQL + NATS): see ``backend/workers.py``.
+        self.multi_worker = bool(settings.nats_url)
+        if self.multi_worker and engine.dialect.name != "postgresql":
+            raise ValueError("several workers (KANDEV_NATS_URL) need PostgreSQL")
+        self.presence: WorkerPresence | SingleProcessLock | None = None
+        if self.multi_worker:
+            self.presence = WorkerPresence(engine)
+        elif lock_process and engine.dialect.name == "sqlite":
+            self.presence = SingleProcessLock(engine)
         if bus is None:
             bus = NatsEventBus(settings.nats_url) if settings.nats_url else InMemoryEventBus()
         self.bus: EventBus = bus
@@ -121,19 +134,26 @@ class Runtime:
         """Recover every crash window, then allocate the projection epoch; only then is the
         runtime ready (a failure propagates and the server does not start)."""
         failpoints.load_from_env()
-        if isinstance(self.bus, NatsEventBus):
-            await self.bus.start(await instance_id(self.engine))
+        if self.presence is not None:
+            await self.presence.start()
+        try:
+            if isinstance(self.bus, NatsEventBus):
+                await self.bus.start(await instance_id(self.engine))
+        except BaseException:
+            await self._leave()
+            raise
         # The summary projector subscribes first so it hears start-up replay (the events only
         # name tasks whose summaries it re-derives): a cache repairer, not admitted work.
         await self.projector.start()
         try:
             await self.credentials.load(self.engine)
-            await recover(self.engine, self.bus)
+            await self._recover()
             clock = await start_clock(self.engine)
             await self.agent_tools.start()
         except BaseException:
             await self.projector.stop()
             await self._close_bus()
+            await self._leave()
             raise
         log.info("backend started with projection epoch %s", clock.epoch)
         self._revisions = clock
@@ -150,8 +170,22 @@ class Runtime:
         if self._owned_executor is not None:
             await self._owned_executor.aclose()
         await self._close_bus()
+        await self._leave()
         if self._owns_engine:
             await self.engine.dispose()
+
+    async def _recover(self) -> None:
+        """Settle crash leftovers: all of them with one process per database; with several
+        workers, one worker at a time and only those of workers that are gone."""
+        if isinstance(self.presence, WorkerPresence):
+            async with self.presence.exclusive_recovery():
+                await recover(self.engine, self.bus, await self.presence.dead_filter())
+        else:
+            await recover(self.engine, self.bus)
+
+    async def _leave(self) -> None:
+        if self.presence is not None:
+            await self.presence.stop()
 
     async def _close_bus(self) -> None:
         if isinstance(self.bus, NatsEventBus):

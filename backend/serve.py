@@ -21,7 +21,7 @@ from backend.runtime import Runtime
 
 
 def build_app() -> FastAPI:
-    runtime = Runtime(get_engine(), owns_engine=True)
+    runtime = Runtime(get_engine(), owns_engine=True, lock_process=True)
     api = create_api(runtime)
 
     @asynccontextmanager

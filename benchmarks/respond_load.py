@@ -39,7 +39,8 @@ POLL_S = 0.05
 ARM_DEADLINE_S = 60.0
 SETTLE_QUIET_S = 0.3
 SETTLE_MAX_S = 30.0
-ARMING_CONCURRENCY = 20
+ARMING_CONCURRENCY = 4
+SWEEP_S = 0.2
 TICK = os.sysconf("SC_CLK_TCK")
 Cpu = dict[str, float]
 
@@ -188,7 +189,11 @@ class Bench:
 
     def __init__(self, db: str, url: str, workers: int, log_dir: Path, nats_url: str) -> None:
         self.db, self.url, self.workers, self.log_dir = db, url, workers, log_dir
-        extra = {"KANDEV_NATS_URL": nats_url} if workers > 1 else {}
+        # The product's acknowledgement deadline (the tests' 3 s is too short for an agent
+        # process starting while dozens of others are being started on 2 cores).
+        extra = {"KANDEV_AGENTCTL_ACK_TIMEOUT_S": "10"}
+        if workers > 1:
+            extra["KANDEV_NATS_URL"] = nats_url
         self.servers = [
             BenchServer(log_dir, url, log_dir / "agent-record.jsonl", **extra)
             for _ in range(workers)
@@ -229,7 +234,7 @@ class Bench:
             tasks = [await world.task(f"bench {i}") for i in range(count)]
         finally:
             await engine.dispose()
-        gate = asyncio.Semaphore(4)
+        gate = asyncio.Semaphore(2)
 
         async def one(i: int, task: str) -> str:
             async with gate:
@@ -242,53 +247,66 @@ class Bench:
 
         self.sessions = list(await asyncio.gather(*(one(i, t) for i, t in enumerate(tasks))))
 
-    async def _arm(self, index: int, mode: str) -> dict[str, Any]:
-        """Prompt session ``index`` to ask (retrying while its last turn ends), then wait until
-        its new bundle is answerable in ``mode``; returns the bundle."""
+    async def _prompt(self, index: int, mode: str, deadline: float) -> None:
+        """Prompt session ``index`` to ask one question (retrying while its turn ends)."""
         http, session = self.http[index % self.workers], self.sessions[index]
         self._serial += 1
         script = f"/ask Bench question {self._serial}? | yes | no"
         if mode == "detached":
             script += "\n/disconnect"
-        deadline = time.monotonic() + ARM_DEADLINE_S
         while True:
             response = await http.post(
                 f"/api/v1/task-sessions/{session}/prompt", json={"content": script}
             )
             if response.status_code == 202:
-                break
+                return
             if response.status_code != 409 or time.monotonic() > deadline:
                 raise RuntimeError(f"prompt refused: {response.status_code} {response.text}")
             await asyncio.sleep(POLL_S)
-        while True:
-            body = (await http.get(f"/api/v1/task-sessions/{session}/clarifications")).json()
-            fresh = [
-                b
-                for b in body["bundles"]
-                if b["state"] == STATE[mode] and b["pending_id"] not in self.seen
-            ]
-            if fresh and (mode == "live" or await self._paused(http, session)):
-                self.seen.add(fresh[0]["pending_id"])
-                return fresh[0]
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no {STATE[mode]} question in session {session}: {body}")
-            await asyncio.sleep(POLL_S)
 
-    @staticmethod
-    async def _paused(http: httpx.AsyncClient, session: str) -> bool:
-        """A detached question is settled once the turn that asked it is paused (its last
-        write), as ``tests.support.http.detached_bundle`` waits for."""
-        turns = (await http.get(f"/api/v1/task-sessions/{session}/turns")).json()["turns"]
-        return bool(turns) and turns[-1]["completed_at"] is not None
+    async def _ready(self, index: int, mode: str) -> dict[str, Any] | None:
+        """The session's new bundle once answerable in ``mode`` (detached: with the turn that
+        asked it paused, its last write, as ``tests.support.http.detached_bundle`` waits)."""
+        http, session = self.http[index % self.workers], self.sessions[index]
+        body = (await http.get(f"/api/v1/task-sessions/{session}/clarifications")).json()
+        fresh = [
+            b
+            for b in body["bundles"]
+            if b["state"] == STATE[mode] and b["pending_id"] not in self.seen
+        ]
+        if not fresh:
+            return None
+        if mode == "detached":
+            turns = (await http.get(f"/api/v1/task-sessions/{session}/turns")).json()["turns"]
+            if not turns or turns[-1]["completed_at"] is None:
+                return None
+        return dict(fresh[0])
 
     async def arm(self, mode: str, count: int) -> list[dict[str, Any]]:
+        """One question in each of the first ``count`` sessions: all prompts first, then sweeps
+        over the sessions not ready yet, with few polls in flight so that polling does not
+        crowd out the agents' asking."""
+        deadline = time.monotonic() + ARM_DEADLINE_S
         gate = asyncio.Semaphore(ARMING_CONCURRENCY)
 
-        async def gated(index: int) -> dict[str, Any]:
+        async def gated(work: Any) -> Any:
             async with gate:
-                return await self._arm(index, mode)
+                return await work
 
-        return list(await asyncio.gather(*(gated(i) for i in range(count))))
+        await asyncio.gather(*(gated(self._prompt(i, mode, deadline)) for i in range(count)))
+        armed: dict[int, dict[str, Any]] = {}
+        waiting = list(range(count))
+        while waiting:
+            await asyncio.sleep(SWEEP_S)
+            found = await asyncio.gather(*(gated(self._ready(i, mode)) for i in waiting))
+            for index, bundle in zip(waiting, found, strict=True):
+                if bundle is not None:
+                    armed[index] = bundle
+                    self.seen.add(bundle["pending_id"])
+            waiting = [i for i in waiting if i not in armed]
+            if waiting and time.monotonic() > deadline:
+                raise RuntimeError(f"{len(waiting)} sessions never asked in {mode} mode")
+        return [armed[i] for i in range(count)]
 
     async def fire(
         self, mode: str, clients: int, bundles: list[dict[str, Any]], errors: list[str]

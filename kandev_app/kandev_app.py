@@ -27,7 +27,7 @@ from state.navigation import NavigationState
 
 _DESCRIPTION = "Hand tasks to coding agents and answer the questions they ask."
 
-runtime = Runtime(get_engine(), owns_engine=True)
+runtime = Runtime(get_engine(), owns_engine=True, lock_process=True)
 set_runtime(runtime)
 
 app = rx.App(

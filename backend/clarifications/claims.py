@@ -24,6 +24,7 @@ from backend.errors import NotActive, NotFound
 from backend.orchestrator.admission import set_state_for_generation
 from backend.request_evidence import DELIVERY_INTENT, constant, is_pending_row, pending_id
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, RequestStatus, SessionState
+from backend.workers import INTENT_WORKER_KEY, owner_stamp
 
 DELIVERY_PATH = "delivery_path"
 #: Keys a claim adds, all removed again by a restore.
@@ -85,7 +86,7 @@ async def claim(
     """Claim exactly the pending rows named in ``patches`` (message id → its terminal fields)."""
     if not patches:
         return []
-    stamp = {DELIVERY_INTENT: intent_id, DELIVERY_PATH: path}
+    stamp = {DELIVERY_INTENT: intent_id, DELIVERY_PATH: path, **owner_stamp(INTENT_WORKER_KEY)}
     new_metadata = case(
         *(
             (messages.c.id == message_id, json_merge(messages.c.metadata, {**patch, **stamp}))

@@ -23,6 +23,7 @@ from backend.ids import new_id
 from backend.orchestrator.expectation import AnswerExpectation
 from backend.request_evidence import DELIVERY_INTENT
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, SessionState
+from backend.workers import owner_stamp
 
 #: Reservation metadata: the session state the reservation displaced (restored on rollback).
 PRIOR_STATE = "prompt_dispatch_prior_state"
@@ -132,7 +133,8 @@ async def admit_prompt(
             created_at=now,
             # An ordinary turn is marked until the agent acknowledges its prompt, so start-up
             # can tell a dispatch that died with the process (recovery fails that turn).
-            metadata=turn_metadata or ({DISPATCH_UNACKNOWLEDGED: True} if ordinary else {}),
+            metadata=turn_metadata
+            or ({DISPATCH_UNACKNOWLEDGED: True, **owner_stamp()} if ordinary else {}),
         )
     )
     return AdmittedTurn(

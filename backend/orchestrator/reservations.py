@@ -21,6 +21,7 @@ from backend.db.json import json_flag, json_merge
 from backend.db.tables import sessions, turns
 from backend.orchestrator.admission import PRIOR_STATE
 from backend.vocabulary import SessionState
+from backend.workers import owner_stamp
 
 SOURCE_TURN = "prompt_dispatch_source_turn_id"
 SOURCE_PENDING_ID = "prompt_dispatch_pending_id"
@@ -49,6 +50,7 @@ def reservation_metadata(
         SOURCE_TURN: source_turn_id,
         SOURCE_PENDING_ID: pending_id,
         CLAIMED_MESSAGES: claimed_message_ids,
+        **owner_stamp(),
     }
 
 

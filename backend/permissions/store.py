@@ -36,6 +36,7 @@ from backend.request_evidence import (
     pending_id,
 )
 from backend.vocabulary import MessageType, RequestStatus
+from backend.workers import EVERY_OWNER_DEAD, INTENT_WORKER_KEY, DeadOwners, owner_stamp
 
 
 def _request(bundle_id: str) -> ColumnElement[bool]:
@@ -84,7 +85,7 @@ async def insert_request(
     row = dict(
         id=new_id(),
         type=MessageType.PERMISSION_REQUEST.value,
-        metadata=request_metadata(new_id(), title, options),
+        metadata={**request_metadata(new_id(), title, options), **owner_stamp()},
         content=title,
         author="agent",
         created_at=utcnow(),
@@ -106,7 +107,12 @@ async def claim(
         messages.c.session_id == session_id,
         messages.c.turn_id == current_turn_id(literal(session_id)),
     )
-    patch = {"status": RequestStatus.ANSWERED.value, "answer": answer, DELIVERY_INTENT: intent_id}
+    patch = {
+        "status": RequestStatus.ANSWERED.value,
+        "answer": answer,
+        DELIVERY_INTENT: intent_id,
+        **owner_stamp(INTENT_WORKER_KEY),
+    }
     return await _set(conn, where, patch)
 
 
@@ -142,7 +148,9 @@ async def still_waiting(conn: AsyncConnection, bundle_id: str) -> bool:
     return (await conn.execute(stmt.limit(1))).first() is not None
 
 
-async def cancel_abandoned(conn: AsyncConnection) -> list[dict[str, Any]]:
+async def cancel_abandoned(
+    conn: AsyncConnection, owners: DeadOwners = EVERY_OWNER_DEAD
+) -> list[dict[str, Any]]:
     """Start-up: every open request of a live session's current turn was waited on by an agent
     process that stopped with the previous backend, so nobody can take an answer: cancel them.
     Superseded or terminal-session requests are inert already and stay untouched (history)."""
@@ -152,5 +160,6 @@ async def cancel_abandoned(conn: AsyncConnection) -> list[dict[str, Any]]:
         not_(has_delivery_intent(messages)),
         not_(_session_terminal()),
         _of_current_turn(),
+        owners.where(messages.c.metadata),
     )
     return await _set(conn, where, {"status": RequestStatus.CANCELLED.value})

@@ -1,0 +1,173 @@
+"""Which worker owns a piece of unfinished durable work, and whether that worker still lives.
+
+Every durable operation that start-up recovery may have to finish is stamped with its worker
+(:data:`WORKER_KEY` in the row's metadata: a successor reservation, an ordinary turn waiting for
+its acknowledgement, a response's delivery intent, a permission request). With one process per
+database every such leftover at start-up is a crash's, as before. With several workers on
+PostgreSQL a starting worker must not touch what a live worker is doing (a resume in flight,
+a claim being delivered):
+
+- each worker holds a session-level advisory lock (``pg_advisory_lock(NAMESPACE, key)``) on a
+  connection of its own for its whole life, so the database itself says who lives: a worker
+  killed with ``kill -9`` loses its connection and its lock at once, no lease to wait out;
+- recovery runs under the advisory lock ``(NAMESPACE, 0)``, so two workers starting together
+  recover one after the other, and touches only work whose owner holds no lock
+  (:meth:`WorkerPresence.dead_filter`).
+
+SQLite serves one process: a second process on the same file would recover the first one's
+live work. :class:`SingleProcessLock` refuses it at start-up with a message saying so (an
+exclusive ``flock`` on ``<database>.lock``, held for the process's life; runtimes in one process
+share it, as tests that restart a runtime in-process do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+from sqlalchemy import ColumnElement, or_, text, true
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from backend.db.json import json_text
+
+#: The metadata key naming the worker that owns unfinished work (a turn, a request's waiter).
+WORKER_KEY = "worker"
+#: The metadata key naming the worker delivering a response (beside its delivery intent).
+INTENT_WORKER_KEY = "intent_worker"
+#: This process's worker: a positive 31-bit number (the advisory lock's key), as text.
+WORKER_ID = str(secrets.randbelow(2**31 - 2) + 1)
+#: The advisory-lock class of Kandev's locks (an arbitrary constant: "KDV").
+NAMESPACE = 0x4B4456
+RECOVERY_KEY = 0
+
+
+def owner_stamp(key: str = WORKER_KEY) -> dict[str, str]:
+    """What a durable operation adds to its metadata to name its worker."""
+    return {key: WORKER_ID}
+
+
+class OtherProcessHoldsDatabase(RuntimeError):
+    """Another process serves this SQLite database."""
+
+
+class WorkerPresence:
+    """This worker's advisory lock on PostgreSQL, and the question who else lives."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._conn: AsyncConnection | None = None
+
+    async def start(self) -> None:
+        self._conn = await self.engine.connect()
+        await self._conn.execute(
+            text("SELECT pg_advisory_lock(:ns, :key)"), {"ns": NAMESPACE, "key": int(WORKER_ID)}
+        )
+        await self._conn.commit()
+
+    async def stop(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()  # the session ends: its locks go with it
+
+    @asynccontextmanager
+    async def exclusive_recovery(self) -> AsyncIterator[None]:
+        """One worker recovers at a time."""
+        assert self._conn is not None
+        lock = {"ns": NAMESPACE, "key": RECOVERY_KEY}
+        await self._conn.execute(text("SELECT pg_advisory_lock(:ns, :key)"), lock)
+        await self._conn.commit()
+        try:
+            yield
+        finally:
+            await self._conn.execute(text("SELECT pg_advisory_unlock(:ns, :key)"), lock)
+            await self._conn.commit()
+
+    async def live_workers(self) -> frozenset[str]:
+        """Every worker holding its lock now (this one included)."""
+        assert self._conn is not None
+        rows = await self._conn.execute(
+            text(
+                "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                " AND classid::bigint = :ns AND objsubid = 2"
+            ),
+            {"ns": NAMESPACE},
+        )
+        await self._conn.commit()
+        return frozenset(str(key) for key in rows.scalars() if key != RECOVERY_KEY)
+
+    async def dead_filter(self) -> DeadOwners:
+        return DeadOwners(await self.live_workers())
+
+
+class DeadOwners:
+    """A filter for work whose owner is gone (or unnamed: stamped before owners existed)."""
+
+    def __init__(self, alive: frozenset[str] | None) -> None:
+        #: ``None``: one process per database, every owner of a leftover is gone.
+        self.alive = alive
+
+    def where(self, metadata: Any, key: str = WORKER_KEY) -> ColumnElement[bool]:
+        if not self.alive:
+            return true()
+        owner = json_text(metadata, key)
+        return or_(owner.is_(None), owner.not_in(sorted(self.alive)))
+
+
+#: One process per database: every leftover is a crash's.
+EVERY_OWNER_DEAD = DeadOwners(None)
+
+
+class SingleProcessLock:
+    """The process-wide exclusive lock on a SQLite database's lock file."""
+
+    #: Lock file path -> (descriptor, runtimes of this process holding it).
+    _held: ClassVar[dict[str, tuple[int, int]]] = {}
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        database = engine.url.database
+        self.path = None if not database or database == ":memory:" else f"{database}.lock"
+
+    async def start(self) -> None:
+        if self.path is not None:
+            await asyncio.to_thread(self._acquire, self.path)
+
+    async def stop(self) -> None:
+        if self.path is not None:
+            self._release(self.path)
+
+    @classmethod
+    def _acquire(cls, path: str) -> None:
+        held = cls._held.get(path)
+        if held is not None:
+            cls._held[path] = (held[0], held[1] + 1)
+            return
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise OtherProcessHoldsDatabase(
+                f"another Kandev process serves the SQLite database {path[: -len('.lock')]}; "
+                "SQLite serves one process (use PostgreSQL and KANDEV_NATS_URL for several "
+                "workers)"
+            ) from None
+        cls._held[path] = (fd, 1)
+
+    @classmethod
+    def _release(cls, path: str) -> None:
+        held = cls._held.get(path)
+        if held is None:
+            return
+        fd, count = held
+        if count > 1:
+            cls._held[path] = (fd, count - 1)
+            return
+        del cls._held[path]
+        os.close(fd)  # the lock goes with the descriptor

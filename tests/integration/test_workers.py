@@ -1,0 +1,146 @@
+"""Who owns unfinished durable work, and who recovers it (``backend/workers.py``).
+
+PostgreSQL with several workers: a starting worker settles only the leftovers of workers that
+are gone (their advisory lock went with their connection), never the live work of another
+worker. SQLite: one process per database, a second one is refused at start-up."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+from sqlalchemy import select
+
+from backend.db.engine import read_tx
+from backend.db.tables import turns
+from backend.events import InMemoryEventBus
+from backend.orchestrator.admission import DISPATCH_UNACKNOWLEDGED
+from backend.recovery import recover
+from backend.workers import (
+    WORKER_ID,
+    WORKER_KEY,
+    OtherProcessHoldsDatabase,
+    SingleProcessLock,
+    WorkerPresence,
+)
+from tests.support.builders import World
+
+_OTHER_WORKER = (
+    "import asyncio, sys\n"
+    "from backend.db.engine import create_engine\n"
+    "from backend.workers import WORKER_ID, WorkerPresence, SingleProcessLock\n"
+    "async def main():\n"
+    "    engine = create_engine(sys.argv[1])\n"
+    "    held = WorkerPresence(engine) if sys.argv[2] == 'pg' else SingleProcessLock(engine)\n"
+    "    await held.start()\n"
+    "    print(WORKER_ID, flush=True)\n"
+    "    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)\n"
+    "asyncio.run(main())\n"
+)
+
+
+async def _other_process(database_url: str, kind: str) -> tuple[asyncio.subprocess.Process, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _OTHER_WORKER,
+        database_url,
+        kind,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    line = await asyncio.wait_for(process.stdout.readline(), 30)
+    return process, line.decode().strip()
+
+
+async def _unacknowledged_turn(world: World, owner: str) -> str:
+    session = await world.session()
+    return await world.turn(session, 1, meta={DISPATCH_UNACKNOWLEDGED: True, WORKER_KEY: owner})
+
+
+async def _failed(engine, turn_id: str) -> bool:
+    async with read_tx(engine) as conn:
+        completed = (
+            await conn.execute(select(turns.c.completed_at).where(turns.c.id == turn_id))
+        ).scalar_one()
+    return completed is not None
+
+
+async def test_a_starting_worker_recovers_only_the_work_of_workers_that_are_gone(
+    database_url, engine
+):
+    if engine.dialect.name != "postgresql":
+        pytest.skip("several workers serve PostgreSQL only")
+    here = WorkerPresence(engine)
+    await here.start()
+    other, other_id = await _other_process(database_url, "pg")
+    try:
+        assert {WORKER_ID, other_id} <= await here.live_workers()
+        world = World(engine)
+        live_work = await _unacknowledged_turn(world, other_id)
+        dead_work = await _unacknowledged_turn(world, "12345")  # a worker nobody runs
+        async with here.exclusive_recovery():
+            await recover(engine, InMemoryEventBus(), await here.dead_filter())
+        assert await _failed(engine, dead_work)
+        assert not await _failed(engine, live_work)  # the other worker is still on it
+
+        other.kill()  # kill -9: its connection, and with it its lock, goes at once
+        await other.wait()
+        for _ in range(100):
+            if other_id not in await here.live_workers():
+                break
+            await asyncio.sleep(0.05)
+        async with here.exclusive_recovery():
+            await recover(engine, InMemoryEventBus(), await here.dead_filter())
+        assert await _failed(engine, live_work)
+    finally:
+        if other.returncode is None:
+            other.kill()
+            await other.wait()
+        await here.stop()
+
+
+async def test_recoveries_run_one_at_a_time(engine):
+    if engine.dialect.name != "postgresql":
+        pytest.skip("several workers serve PostgreSQL only")
+    first, second = WorkerPresence(engine), WorkerPresence(engine)
+    await first.start()
+    order: list[str] = []
+    try:
+        async with first.exclusive_recovery():
+            # The second worker (a connection of its own) waits for the first to finish.
+            second._conn = await engine.connect()
+
+            async def second_recovers() -> None:
+                async with second.exclusive_recovery():
+                    order.append("second")
+
+            waiting = asyncio.create_task(second_recovers())
+            await asyncio.sleep(0.3)
+            order.append("first done")
+        await asyncio.wait_for(waiting, 10)
+        assert order == ["first done", "second"]
+    finally:
+        await first.stop()
+        await second.stop()
+
+
+async def test_a_second_process_on_one_sqlite_database_is_refused(database_url, engine):
+    if engine.dialect.name != "sqlite":
+        pytest.skip("the single-process lock is SQLite's")
+    other, _ = await _other_process(database_url, "sqlite")
+    try:
+        with pytest.raises(OtherProcessHoldsDatabase, match="SQLite serves one process"):
+            await SingleProcessLock(engine).start()
+    finally:
+        other.kill()
+        await other.wait()
+    # Gone with its process: this one may serve it now (and runtimes of one process share it).
+    first, second = SingleProcessLock(engine), SingleProcessLock(engine)
+    await first.start()
+    await second.start()
+    await first.stop()
+    await second.stop()
