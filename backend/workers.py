@@ -73,7 +73,10 @@ class WorkerPresence:
     async def stop(self) -> None:
         if self._conn is not None:
             conn, self._conn = self._conn, None
-            await conn.close()  # the session ends: its locks go with it
+            # Discarded, not returned to the pool: the database session ends, and its locks
+            # with it (a pooled connection would keep holding them for its next user).
+            await conn.invalidate()
+            await conn.close()
 
     @asynccontextmanager
     async def exclusive_recovery(self) -> AsyncIterator[None]:

@@ -101,6 +101,14 @@ async def test_a_starting_worker_recovers_only_the_work_of_workers_that_are_gone
             other.kill()
             await other.wait()
         await here.stop()
+    # A stopped worker's lock is gone (its connection is not handed to the pool still
+    # holding it, where the next user would hold the lock instead).
+    observer = WorkerPresence(engine)
+    observer._conn = await engine.connect()
+    try:
+        assert WORKER_ID not in await observer.live_workers()
+    finally:
+        await observer.stop()
 
 
 async def test_recoveries_run_one_at_a_time(engine):
