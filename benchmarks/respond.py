@@ -49,7 +49,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--clients", default=None, help="comma list (default 1,20,100)")
     parser.add_argument("--mode", default="live,detached", help="comma list: live, detached")
     parser.add_argument("--answers", type=int, default=None, help="timed answers per row (200)")
-    parser.add_argument("--warmup", type=int, default=None, help="untimed answers first (20)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed answers per row (10)")
     parser.add_argument("--workers", default="1", help="comma list of server processes")
     parser.add_argument(
         "--sessions", type=int, default=None, help="agent sessions (default: max clients, <= 100)"
@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not args.mode or set(args.mode) - {"live", "detached"}:
         parser.error("--mode takes live and/or detached")
     args.answers = args.answers or (12 if args.quick else 200)
-    args.warmup = args.warmup if args.warmup is not None else (4 if args.quick else 20)
+    args.warmup = args.warmup if args.warmup is not None else (4 if args.quick else 10)
     args.sessions = args.sessions or min(MAX_SESSIONS, max(args.clients))
     if min(args.answers, args.sessions) < 1 or args.warmup < 0:
         parser.error("--answers and --sessions must be positive")
@@ -99,6 +99,10 @@ async def run_servers(
             f"{time.perf_counter() - began:.1f} s",
             flush=True,
         )
+        for mode in args.mode:
+            errors = await bench.prime(mode)
+            if errors:
+                print(f"  priming {mode}: {len(errors)} errors (first: {errors[0][:200]})")
         for mode in args.mode:
             for clients in args.clients:
                 if clients > args.sessions:

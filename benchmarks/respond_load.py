@@ -352,6 +352,16 @@ class Bench:
             await asyncio.sleep(0.1)
         return time.perf_counter() - began
 
+    async def prime(self, mode: str) -> list[str]:
+        """One untimed answer in every session: an agent's first answer costs it a one-off
+        start-up (about 40 ms of agent CPU per answer in the first row otherwise), and the
+        server's statement caches fill. Returns the errors."""
+        errors: list[str] = []
+        bundles = await self.arm(mode, len(self.sessions))
+        await self.fire(mode, len(self.sessions), bundles, errors)
+        await self.settle()
+        return errors
+
     async def measure(
         self, mode: str, clients: int, answers: int, warmup: int, profile: str | None = None
     ) -> Measured:

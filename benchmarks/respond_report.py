@@ -15,6 +15,8 @@ from benchmarks.respond_load import Measured, percentile
 from benchmarks.timing import median
 
 _SPACE = re.compile(r"\s+")
+_PARAMS = re.compile(r"%\(\w+\)s(::[A-Z ]+)?")
+_IN_LIST = re.compile(r"\(\?(, \?)*\)")
 
 
 def _ms(seconds: float) -> str:
@@ -84,16 +86,21 @@ def cost_table(results: list[Measured]) -> str:
 
 
 def short_sql(sql: str) -> str:
-    """A statement's kind and target, e.g. ``UPDATE task_sessions SET state`` or
-    ``SELECT bundle_facts.session_id ...``."""
+    """A statement's kind, target and the start of its condition, e.g.
+    ``SELECT task_sessions.id ... FROM task_sessions WHERE task_sessions.id = ? FOR UPDATE``
+    (expanded ``IN`` lists and parameter styles differ between executions; this does not)."""
     text = _SPACE.sub(" ", sql).strip()
     if text.startswith("SELECT"):
-        first = text[7:].split(",", 1)[0].split(" FROM ", 1)[0]
+        first = text[7:].split(",", 1)[0].split(" FROM ", 1)[0][:50]
+        rest = text.rsplit(" FROM ", 1)[1] if " FROM " in text else ""
+        source = rest.split(" WHERE ", 1)[0].split(" ")[0] if rest else ""
+        where = rest.split(" WHERE ", 1)[1][:45] if " WHERE " in rest else ""
         tail = " FOR UPDATE" if text.endswith("FOR UPDATE") else ""
-        return f"SELECT {first[:60]} ...{tail}"
+        shown = f"SELECT {first} ... FROM {source}" + (f" WHERE {where} ..." if where else "")
+        return _IN_LIST.sub("(?...)", _PARAMS.sub("?", shown + tail))
     if text.startswith("UPDATE"):
-        return text.split("=", 1)[0][:80]
-    return text[:60]
+        return _PARAMS.sub("?", text.split("=", 1)[0][:80])
+    return _PARAMS.sub("?", text[:60])
 
 
 def breakdown(result: Measured) -> str:
@@ -104,8 +111,10 @@ def breakdown(result: Measured) -> str:
     commits = result.counts.get("commits", Counter())
     events = result.counts.get("events", Counter())
     places: Counter[str] = Counter()
-    for (place, _sql), count in stmts.items():
+    shapes: Counter[tuple[str, str]] = Counter()
+    for (place, sql), count in stmts.items():
         places[place] += count
+        shapes[(place, short_sql(sql))] += count
     out = [
         f"#### {result.db}, {result.mode}, {result.clients} client(s): per answer",
         "",
@@ -117,8 +126,9 @@ def breakdown(result: Measured) -> str:
         shown = ", ".join(f"{t} {c / n:.1f}" for t, c in sorted(ev.items())) or "-"
         out.append(f"| {place} | {commits[(place,)] / n:.1f} | {places[place] / n:.1f} | {shown} |")
     out += ["", "| statements per answer | where | statement |", "|---:|---|---|"]
-    for (place, sql), count in sorted(stmts.items(), key=lambda kv: (-kv[1], kv[0])):
-        out.append(f"| {count / n:.2f} | {place} | `{short_sql(sql)}` |")
+    for (place, shape), count in sorted(shapes.items(), key=lambda kv: (kv[0][0], -kv[1])):
+        if count / n >= 0.05:
+            out.append(f"| {count / n:.2f} | {place} | `{shape}` |")
     logs = result.counts.get("logs", Counter())
     if logs:
         shown = ", ".join(f"{k[0]} {k[1]}: {v / n:.1f}" for k, v in logs.most_common())
