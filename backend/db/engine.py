@@ -76,7 +76,11 @@ def create_engine(url: str, settings: Settings | None = None) -> AsyncEngine:
     url = async_url(url)
     if is_sqlite(url):
         _ensure_sqlite_dir(url)
-        engine = create_async_engine(url, pool_size=settings.db_pool_size)
+        # Pre-ping: a pooled aiosqlite connection can have been stopped underneath the pool
+        # (aiosqlite's terminate path, taken when a check-in is cancelled); the ping finds it
+        # and the pool replaces it, instead of the next transaction failing with "no active
+        # connection". It costs one round trip to the connection's thread per check-out.
+        engine = create_async_engine(url, pool_size=settings.db_pool_size, pool_pre_ping=True)
         configure_sqlite(engine.sync_engine, settings.sqlite_busy_timeout_ms)
         return engine
     # JIT compilation costs tens of milliseconds per statement and never pays off for the
