@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     #: Several workers on one PostgreSQL database: their event bus (``nats://host:4222``).
     #: Unset: the in-memory bus of one process.
     nats_url: str | None = None
+    #: Several workers: how often a live worker settles the leftovers of workers that died
+    #: meanwhile (their resumes, claims, permission requests, unacknowledged turns).
+    worker_sweep_s: float = 2.0
 
 
 @lru_cache(maxsize=1)

@@ -74,6 +74,14 @@ class ConvergenceFailed(DeliveryFailed):
     code = "convergence_failed"
 
 
+class ServerBusy(DomainError):
+    """The server could not take the request in time (its database is saturated); whatever it
+    had started is undone, so the same request may be sent again (``retryable``)."""
+
+    status = 503
+    code = "busy"
+
+
 class ReservationUnresolved(DomainError):
     """A ready event waited for an overlapping successor reservation that did not resolve in
     time (e.g. its rollback failed, S29): nothing was changed; the agent may send it again."""

@@ -18,9 +18,10 @@ from sqlalchemy import BigInteger, Column, ForeignKey, Index, String, Text, Uniq
 from sqlmodel import Field, SQLModel
 
 from backend.clock import utcnow
+from backend.db.json import json_flag, json_text
 from backend.db.types import JSONDocument, UTCDateTime
 from backend.ids import new_id
-from backend.request_evidence import is_open_request, pending_id
+from backend.request_evidence import DELIVERY_INTENT, is_open_request, pending_id
 from backend.vocabulary import (
     TERMINAL_SESSION_STATES,
     MessageType,
@@ -28,6 +29,7 @@ from backend.vocabulary import (
     PendingAction,
     RequestStatus,
     SessionState,
+    TurnMarker,
 )
 
 
@@ -207,6 +209,23 @@ Index(
     sqlite_where=is_open_request(_messages),
     postgresql_where=is_open_request(_messages),
 )
+# Unfinished deliveries, found by recovery and by the workers' sweep (a handful at any time).
+_has_intent = json_text(_messages.c.metadata, DELIVERY_INTENT).is_not(None)
+Index(
+    "ix_messages_delivery_intents",
+    pending_id(_messages),
+    sqlite_where=_has_intent,
+    postgresql_where=_has_intent,
+)
+_turns = TaskSessionTurn.__table__  # type: ignore[attr-defined]
+for _marker in TurnMarker:
+    _flagged = json_flag(_turns.c.metadata, _marker.value)
+    Index(
+        f"ix_turns_{_marker.value}",
+        _turns.c.session_id,
+        sqlite_where=_flagged,
+        postgresql_where=_flagged,
+    )
 
 
 class TaskStatusSummary(SQLModel, table=True):

@@ -8,6 +8,8 @@ does not start half-recovered.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,7 +21,8 @@ from backend.agent_credentials import AgentCredentials
 from backend.agent_tools import AgentTools
 from backend.agents.acp_executor import AcpExecutor
 from backend.agents.profiles import load_profiles
-from backend.clarifications.respond import Responder
+from backend.clarifications.handover import RemoteWaiters
+from backend.clarifications.respond import LIVE_CONFIRM_WAIT_S, Responder
 from backend.clarifications.waiters import WaiterRegistry
 from backend.config import Settings, get_settings
 from backend.db.bounded import drain
@@ -105,14 +108,18 @@ class Runtime:
             dispatcher.attach(self.orchestrator)
         #: The MCP tools agents call (``ask_user_clarification``); mounted by the API.
         self.agent_tools = AgentTools(engine, self.orchestrator, self.credentials)
+        #: Answers handed to the agents' waits held by other workers (started on NATS only).
+        self.handover = RemoteWaiters(self.waiters, "clarification", LIVE_CONFIRM_WAIT_S)
         self.responder = Responder(
-            engine, self.waiters, self.orchestrator, self.events, self.summaries
+            engine, self.waiters, self.orchestrator, self.events, self.summaries, self.handover
         )
         #: Agents' permission requests, answerable by the user (``backend/permissions``).
         self.permissions = PermissionDesk(engine, self.events, self.summaries)
         if isinstance(dispatcher, AcpExecutor):
             dispatcher.attach_permissions(self.permissions)
         self._revisions: RevisionClock | None = None
+        #: Several workers: the loop settling dead workers' leftovers (``backend/workers.py``).
+        self._sweeper: asyncio.Task[None] | None = None
 
     @property
     def ready(self) -> bool:
@@ -138,8 +145,13 @@ class Runtime:
             await self.presence.start()
         try:
             if isinstance(self.bus, NatsEventBus):
-                await self.bus.start(await instance_id(self.engine))
+                instance = await instance_id(self.engine)
+                await self.bus.start(instance)
+                await self.handover.start(self.bus.client, instance)
+                await self.permissions.remote.start(self.bus.client, instance)
         except BaseException:
+            await self._stop_handovers()
+            await self._close_bus()
             await self._leave()
             raise
         # The summary projector subscribes first so it hears start-up replay (the events only
@@ -152,19 +164,28 @@ class Runtime:
             await self.agent_tools.start()
         except BaseException:
             await self.projector.stop()
+            await self._stop_handovers()
             await self._close_bus()
             await self._leave()
             raise
         log.info("backend started with projection epoch %s", clock.epoch)
         self._revisions = clock
+        if isinstance(self.presence, WorkerPresence):
+            self._sweeper = asyncio.create_task(self._sweep_forever(self.presence))
 
     async def stop(self) -> None:
         self._revisions = None
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
         await self.agent_tools.stop()  # open tool calls end here: their bundles detach
         await self.permissions.close()  # open permission requests end: cancelled
         # Durable work shielded from cancelled requests (detach, pause, rollback, release)
         # finishes before the engine goes away.
         await drain()
+        await self._stop_handovers()  # after the waits ended: hand-overs in flight are done
         await self.projector.stop()
         await self.orchestrator.watchdog.shutdown()
         if self._owned_executor is not None:
@@ -183,9 +204,30 @@ class Runtime:
         else:
             await recover(self.engine, self.bus)
 
+    async def _sweep_forever(self, presence: WorkerPresence) -> None:
+        """Settle the leftovers of workers that died while this one serves (their advisory
+        lock is gone): the start-up recovery, same filter, whenever no worker holds the
+        recovery lock. A failed sweep is logged; the next one tries again."""
+        while True:
+            await asyncio.sleep(self.settings.worker_sweep_s)
+            try:
+                async with presence.recovery_if_free() as mine:
+                    if mine:
+                        await recover(self.engine, self.bus, await presence.dead_filter())
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning("sweep of dead workers' work failed (retried): %r", error)
+                with contextlib.suppress(Exception):
+                    await presence.reset()
+
     async def _leave(self) -> None:
         if self.presence is not None:
             await self.presence.stop()
+
+    async def _stop_handovers(self) -> None:
+        await self.handover.stop()
+        await self.permissions.remote.stop()
 
     async def _close_bus(self) -> None:
         if isinstance(self.bus, NatsEventBus):

@@ -48,3 +48,15 @@ class MetaKey(StrEnum):
     AGENT_CREDENTIAL_KEY = "agent_credential_key"
     #: Names this database on shared infrastructure (the NATS subjects of its workers).
     INSTANCE_ID = "instance_id"
+
+
+class TurnMarker(StrEnum):
+    """Turn metadata flags of unfinished durable work: start-up recovery (and, with several
+    workers, the sweep) looks for each, through a partial index on each (migration 0006)."""
+
+    #: A successor reservation not yet published (``orchestrator/reservations.py``).
+    DISPATCH_PENDING = "prompt_dispatch_pending"
+    #: An ordinary turn whose prompt the agent has not acknowledged (``admission.py``).
+    DISPATCH_UNACKNOWLEDGED = "dispatch_unacknowledged"
+    #: The start-event outbox: events to (re)publish (``recovery.py``).
+    START_EVENT_PENDING = "start_event_pending"

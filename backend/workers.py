@@ -12,7 +12,14 @@ a claim being delivered):
   killed with ``kill -9`` loses its connection and its lock at once, no lease to wait out;
 - recovery runs under the advisory lock ``(NAMESPACE, 0)``, so two workers starting together
   recover one after the other, and touches only work whose owner holds no lock
-  (:meth:`WorkerPresence.dead_filter`).
+  (:meth:`WorkerPresence.dead_filter`);
+- a worker that dies while others serve leaves its work to them: every live worker sweeps
+  every ``KANDEV_WORKER_SWEEP_S`` (the same recovery, same filter, under the same lock when it
+  is free), so a resume, a claim or a permission request of the dead worker is settled
+  within seconds, not at the next start;
+- a clarification bundle names the worker whose waiter holds it; while that worker lives,
+  every worker treats the bundle as live (:func:`other_live_workers`) and hands answers to it
+  (``backend/clarifications/handover.py``); once it died the bundle is detached by the rule.
 
 SQLite serves one process: a second process on the same file would recover the first one's
 live work. :class:`SingleProcessLock` refuses it at start-up with a message saying so (an
@@ -26,7 +33,7 @@ import asyncio
 import fcntl
 import os
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -91,21 +98,65 @@ class WorkerPresence:
             await self._conn.execute(text("SELECT pg_advisory_unlock(:ns, :key)"), lock)
             await self._conn.commit()
 
+    @asynccontextmanager
+    async def recovery_if_free(self) -> AsyncIterator[bool]:
+        """The recovery lock if no worker holds it now (a sweep: when another worker recovers
+        or sweeps, this one skips its turn instead of queueing behind it)."""
+        assert self._conn is not None
+        lock = {"ns": NAMESPACE, "key": RECOVERY_KEY}
+        taken = bool(
+            (
+                await self._conn.execute(text("SELECT pg_try_advisory_lock(:ns, :key)"), lock)
+            ).scalar_one()
+        )
+        await self._conn.commit()
+        try:
+            yield taken
+        finally:
+            if taken:
+                await self._conn.execute(text("SELECT pg_advisory_unlock(:ns, :key)"), lock)
+                await self._conn.commit()
+
+    async def reset(self) -> None:
+        """After a failed statement on the lock connection: roll it back so the next use works
+        (its session, and the worker lock with it, stays)."""
+        if self._conn is not None:
+            await self._conn.rollback()
+
     async def live_workers(self) -> frozenset[str]:
         """Every worker holding its lock now (this one included)."""
         assert self._conn is not None
-        rows = await self._conn.execute(
-            text(
-                "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                " AND classid::bigint = :ns AND objsubid = 2"
-            ),
-            {"ns": NAMESPACE},
-        )
+        alive = await live_workers(self._conn)
         await self._conn.commit()
-        return frozenset(str(key) for key in rows.scalars() if key != RECOVERY_KEY)
+        return alive
 
     async def dead_filter(self) -> DeadOwners:
         return DeadOwners(await self.live_workers())
+
+
+async def live_workers(conn: AsyncConnection) -> frozenset[str]:
+    """The workers holding their advisory lock now, read in ``conn``'s transaction (none on
+    SQLite, whose one process judges its own waiters by its registry)."""
+    if conn.dialect.name != "postgresql":
+        return frozenset()
+    rows = await conn.execute(_LIVE_WORKERS, {"ns": NAMESPACE})
+    return frozenset(str(key) for key in rows.scalars() if key != RECOVERY_KEY)
+
+
+_LIVE_WORKERS = text(
+    "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    " AND classid::bigint = :ns AND objsubid = 2"
+)
+
+
+async def other_live_workers(conn: AsyncConnection, owners: Iterable[str | None]) -> frozenset[str]:
+    """Which of ``owners`` (the workers named by waiting bundles) are other workers that live
+    now: their waiters hold those bundles. This worker's own are judged by its registry (a
+    stamp outlives the wait it names), and only a foreign name costs a query."""
+    foreign = {owner for owner in owners if owner is not None and owner != WORKER_ID}
+    if not foreign:
+        return frozenset()
+    return foreign & await live_workers(conn)
 
 
 class DeadOwners:

@@ -49,10 +49,18 @@ class BundleFacts:
     row_count: int
     #: The repository rule's verdict (same SQL predicate as the pending projection).
     is_active: bool
+    #: The worker whose live waiter holds the bundle, while its rows still wait (not yet
+    #: detached); whether that worker lives is read separately (``backend/workers.py``).
+    live_worker: str | None = None
 
 
-def classify_bundle(facts: BundleFacts, waiters: LiveWaiters) -> BundleState:
+def classify_bundle(
+    facts: BundleFacts, waiters: LiveWaiters, *, held_elsewhere: bool = False
+) -> BundleState:
     """The contract's order: claimed, then terminal, then superseded, then active.
+
+    Live means a waiter holds it: in this process's ``waiters``, or (``held_elsewhere``) in
+    another worker that lives and holds it by the bundle's stamp.
 
     ``is_active`` already implies "no intent, some pending row, live session, current turn",
     so checking it second gives the same answer as the contract's order while leaving the
@@ -61,7 +69,7 @@ def classify_bundle(facts: BundleFacts, waiters: LiveWaiters) -> BundleState:
     if facts.intent_rows > 0:
         return BundleState.DELIVERY_CLAIMED
     if facts.is_active:
-        if waiters.has_waiter(facts.pending_id):
+        if held_elsewhere or waiters.has_waiter(facts.pending_id):
             return BundleState.ACTIVE_LIVE
         return BundleState.ACTIVE_DETACHED
     if facts.pending_rows == 0 or facts.session_state in TERMINAL_SESSION_STATES:

@@ -14,10 +14,12 @@ from sqlalchemy.sql.selectable import Subquery
 
 from backend.authority import sql as q
 from backend.authority.bundles import BundleFacts
+from backend.db.json import json_flag, json_text
 from backend.db.tables import messages, sessions, turns
-from backend.request_evidence import is_request
+from backend.request_evidence import is_pending_row, is_request
 from backend.request_evidence import pending_id as pending_id_of
 from backend.vocabulary import PendingAction
+from backend.workers import WORKER_KEY
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,7 @@ def _bundle_facts_query(rows_where: Callable[[Any], ColumnElement[bool]]) -> Sub
             pid.label("pending_id"),
             row.c.type,
             *(expr.label(name) for name, expr in agg.items()),
+            _live_worker(row).label("live_worker"),
         )
         .where(is_request(row), rows_where(row), pid.is_not(None))
         .group_by(row.c.session_id, pid, row.c.type)
@@ -129,6 +132,19 @@ def _bundle_facts_query(rows_where: Callable[[Any], ColumnElement[bool]]) -> Sub
     ).subquery("bundle_facts")
 
 
+def _live_worker(row: Any) -> ColumnElement[Any]:
+    """The worker whose waiter holds the bundle's still-waiting rows: the stamp of the
+    worker that stored it, until the bundle is detached (or answered)."""
+    waiting = case(
+        (
+            is_pending_row(row) & ~json_flag(row.c.metadata, "agent_disconnected"),
+            json_text(row.c.metadata, WORKER_KEY),
+        ),
+        else_=None,
+    )
+    return func.max(waiting)
+
+
 def _facts(r: Any) -> BundleFacts:
     identity = r.turn_min if r.turn_min is not None and r.turn_min == r.turn_max else None
     return BundleFacts(
@@ -143,6 +159,7 @@ def _facts(r: Any) -> BundleFacts:
         intent_rows=int(r.intent_rows or 0),
         row_count=int(r.row_count),
         is_active=bool(r.is_active),
+        live_worker=r.live_worker,
     )
 
 

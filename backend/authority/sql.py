@@ -29,12 +29,12 @@ from backend.request_evidence import (
     is_pending_row,
     pending_id,
 )
-from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction
+from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, PendingAction, TurnMarker
 
 TERMINAL_STATES = tuple(sorted(state.value for state in TERMINAL_SESSION_STATES))
 
 # Keys of turn metadata written by prompt reservation (see the spec's Data model).
-DISPATCH_PENDING = "prompt_dispatch_pending"
+DISPATCH_PENDING = TurnMarker.DISPATCH_PENDING.value
 DISPATCH_ATTEMPTED = "prompt_dispatch_attempted"
 
 

@@ -24,7 +24,7 @@ from backend.errors import NotActive, NotFound
 from backend.orchestrator.admission import set_state_for_generation
 from backend.request_evidence import DELIVERY_INTENT, constant, is_pending_row, pending_id
 from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, RequestStatus, SessionState
-from backend.workers import INTENT_WORKER_KEY, owner_stamp
+from backend.workers import INTENT_WORKER_KEY, other_live_workers, owner_stamp
 
 DELIVERY_PATH = "delivery_path"
 #: Keys a claim adds, all removed again by a restore.
@@ -49,7 +49,8 @@ async def classify_locked(
     await lock_session(conn, facts.session_id)
     facts = await bundle_facts(conn, bundle_id)
     assert facts is not None
-    state = classify_bundle(facts, waiters)
+    elsewhere = facts.live_worker in await other_live_workers(conn, [facts.live_worker])
+    state = classify_bundle(facts, waiters, held_elsewhere=elsewhere)
     if not state.is_active:
         raise NotActive(f"the {what} is no longer active", state=state.value)
     return facts, state

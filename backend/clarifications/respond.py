@@ -35,17 +35,26 @@ from backend.clarifications.answers import (
     check_answers,
     claim_patches,
 )
+from backend.clarifications.handover import ABSENT, CONFIRMED, UNCONFIRMED, RemoteWaiters
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
-from backend.db.bounded import bounded
+from backend.db.bounded import BOUNDED_WRITE_S, bounded
 from backend.db.engine import read_tx, write_tx
 from backend.db.tables import messages
-from backend.errors import ConvergenceFailed, DeliveryFailed, DomainError, NotActive, NotFound
+from backend.errors import (
+    ConvergenceFailed,
+    DeliveryFailed,
+    DomainError,
+    NotActive,
+    NotFound,
+    ServerBusy,
+)
 from backend.events.publisher import EventPublisher
 from backend.ids import new_id
 from backend.orchestrator.resume import DispatchTicket
 from backend.orchestrator.service import Orchestrator
 from backend.projections.summaries import TaskSummaries
 from backend.vocabulary import MessageType, RequestStatus
+from backend.workers import WORKER_ID
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +70,17 @@ class Responder:
         orchestrator: Orchestrator,
         events: EventPublisher,
         summaries: TaskSummaries,
+        remote: RemoteWaiters | None = None,
     ) -> None:
         self.engine = engine
         self.waiters = waiters
         self.orchestrator = orchestrator
         self.events = events
         self.summaries = summaries
+        #: Other workers' waiters (several workers on NATS); ``None`` in one process.
+        self.remote = remote
+        #: How long the claim may take before the response is refused as "busy" (503).
+        self.claim_bound_s = BOUNDED_WRITE_S
 
     async def respond(
         self, pending_id: str, answers: list[Answer] | None, rejected: bool, reason: str | None
@@ -80,11 +94,16 @@ class Responder:
         answer_values = check_answers(rows, answers or [], rejected)
 
         intent_id = new_id()
-        # A claim that committed for a caller already gone is released at once, not stranded.
-        facts, claimed, path = await bounded(
-            self._claim(pending_id, answer_values, rejected, reason, intent_id),
-            undo=lambda made: self._release(made[0], intent_id, converge=False),
-        )
+        try:
+            # A claim that committed for a caller already gone is released at once, not
+            # stranded.
+            facts, claimed, path = await bounded(
+                self._claim(pending_id, answer_values, rejected, reason, intent_id),
+                self.claim_bound_s,
+                undo=lambda made: self._release(made[0], intent_id, converge=False),
+            )
+        except TimeoutError:
+            await self._claim_timed_out(pending_id, intent_id)
         try:
             await failpoints.hit("respond.after_claim")
         except BaseException as error:
@@ -94,6 +113,29 @@ class Responder:
             if delivered is not None:
                 return delivered
         return await self._deliver_detached(facts, claimed, intent_id, rejected)
+
+    async def _claim_timed_out(self, pending_id: str, intent_id: str) -> NoReturn:
+        """The claim did not finish within its bound (the database is saturated): it was
+        cancelled, but its commit may have landed just before. Release by the intent (a no-op
+        when nothing committed), then ask the client to send the answer again (503)."""
+
+        async def release() -> claims.Released:
+            async with write_tx(self.engine) as conn:
+                return await claims.release(conn, pending_id, intent_id)
+
+        try:
+            released = await bounded(release())
+        except Exception as error:
+            log.error("claim of %s timed out and could not be released: %r", pending_id, error)
+            raise DeliveryFailed(
+                "the server is overloaded and the answer is held until the next start",
+                retryable=False,
+            ) from None
+        await self._publish_quietly(released.rows)
+        raise ServerBusy(
+            "the server is too busy to take the answer now; nothing was kept, send it again",
+            retryable=True,
+        )
 
     async def _claim(
         self,
@@ -127,8 +169,10 @@ class Responder:
         """Hand the response to the waiting agent; ``None`` if the waiter vanished first (the
         caller then falls back to detached delivery with the same claim).
 
-        The waiter confirms durably before the agent sees the response. Without confirmation
-        within :data:`LIVE_CONFIRM_WAIT_S` the claim is released — restored while its turn is
+        The waiter is this process's, or another worker's (the bundle names it; the hand-over
+        goes over NATS: ``backend/clarifications/handover.py``). Either way the waiter confirms
+        durably before the agent sees the response. Without confirmation within
+        :data:`LIVE_CONFIRM_WAIT_S` the claim is released — restored while its turn is
         current, retired otherwise (never restored after a successor was accepted) — and
         exactly one of release and confirmation wins (intent-keyed compare-and-set). A
         cancelled responder still waits for that outcome (shielded, bounded) before leaving.
@@ -140,15 +184,40 @@ class Responder:
             intent_id=intent_id,
             confirmation=loop.create_future(),
         )
-        if not self.waiters.resolve(facts.pending_id, outcome):
-            return None
-        assert outcome.confirmation is not None
         cancelled: BaseException | None = None
-        try:
-            await bounded(_await_result(outcome.confirmation), LIVE_CONFIRM_WAIT_S + 1)
-        except asyncio.CancelledError as error:
-            cancelled = error
-        confirmed = _result_or_none(outcome.confirmation)
+        confirmed: list[dict[str, Any]] | None = None
+        if self.waiters.resolve(facts.pending_id, outcome):
+            assert outcome.confirmation is not None
+            try:
+                await bounded(_await_result(outcome.confirmation), LIVE_CONFIRM_WAIT_S + 1)
+            except asyncio.CancelledError as error:
+                cancelled = error
+            confirmed = _result_or_none(outcome.confirmation)
+        elif self.remote is not None and facts.live_worker not in (None, WORKER_ID):
+            assert facts.live_worker is not None
+            handing = self.remote.hand_over(facts.live_worker, facts.pending_id, outcome)
+            try:
+                result = await bounded(handing, LIVE_CONFIRM_WAIT_S + 3)
+            except asyncio.CancelledError as error:
+                cancelled, result = error, UNCONFIRMED
+            if result == ABSENT and cancelled is None:
+                return None
+            if result == CONFIRMED:
+                confirmed = await self._current_rows(claimed)
+        else:
+            return None
+        return await self._settle_live(facts, claimed, intent_id, rejected, confirmed, cancelled)
+
+    async def _settle_live(
+        self,
+        facts: BundleFacts,
+        claimed: list[dict[str, Any]],
+        intent_id: str,
+        rejected: bool,
+        confirmed: list[dict[str, Any]] | None,
+        cancelled: BaseException | None,
+    ) -> str:
+        """After a hand-over: publish what the waiter confirmed, or release the claim."""
         if not confirmed:
             log.warning("live delivery of %s not confirmed in time", facts.pending_id)
             released = await self._release(facts, intent_id, converge=cancelled is None)

@@ -17,6 +17,7 @@ from backend.db.tables import messages
 from backend.ids import new_id
 from backend.request_evidence import constant, is_pending_row, pending_id
 from backend.vocabulary import MessageType, RequestStatus
+from backend.workers import owner_stamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,9 @@ async def create_bundle(
                 "multi_select": q.multi_select,
                 "agent_disconnected": False,
                 "position": position,
+                # The worker about to hold the agent's wait (another worker routes an answer
+                # to it while the bundle is live: ``backend/clarifications/handover.py``).
+                **owner_stamp(),
             },
             "created_at": now,
         }

@@ -17,6 +17,7 @@ from backend.db.engine import read_tx
 from backend.db.tables import messages
 from backend.request_evidence import pending_id
 from backend.vocabulary import MessageType, PendingAction
+from backend.workers import other_live_workers
 
 #: A bundle's ``kind``: the pending action it stands for.
 _KINDS = {
@@ -41,7 +42,8 @@ async def active_bundle_views(
     ``session_id``.
 
     The caller checks visibility first; this reads only. ``state`` is ``active_live`` while
-    this process holds a waiter for the bundle, ``active_detached`` otherwise.
+    a waiter holds the bundle (this process's, or a live worker's that the bundle names),
+    ``active_detached`` otherwise.
 
     The repository rule also calls a current-turn pending *permission* request active: it is
     listed too, with ``kind`` ``permission`` (one question: the request's title and options;
@@ -55,6 +57,7 @@ async def active_bundle_views(
                 b for b in bundles if b.request_type == MessageType.CLARIFICATION_REQUEST.value
             ]
         ids = [b.pending_id for b in bundles]
+        elsewhere = await other_live_workers(conn, [b.live_worker for b in bundles])
         rows = (
             await conn.execute(
                 select(messages)
@@ -85,7 +88,9 @@ async def active_bundle_views(
             "pending_id": b.pending_id,
             "session_id": b.session_id,
             "turn_id": b.turn_id,
-            "state": "active_live" if waiters.has_waiter(b.pending_id) else "active_detached",
+            "state": "active_live"
+            if waiters.has_waiter(b.pending_id) or b.live_worker in elsewhere
+            else "active_detached",
             "kind": _KINDS.get(b.request_type, b.request_type),
             "questions": questions[b.pending_id],
         }

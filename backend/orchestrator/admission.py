@@ -22,14 +22,14 @@ from backend.errors import Conflict, NotFound, SessionBusy, SessionTerminal, Tur
 from backend.ids import new_id
 from backend.orchestrator.expectation import AnswerExpectation
 from backend.request_evidence import DELIVERY_INTENT
-from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, SessionState
+from backend.vocabulary import TERMINAL_SESSION_STATES, MessageType, SessionState, TurnMarker
 from backend.workers import owner_stamp
 
 #: Reservation metadata: the session state the reservation displaced (restored on rollback).
 PRIOR_STATE = "prompt_dispatch_prior_state"
 
 #: Turn metadata of an ordinary turn whose prompt the agent has not acknowledged yet.
-DISPATCH_UNACKNOWLEDGED = "dispatch_unacknowledged"
+DISPATCH_UNACKNOWLEDGED = TurnMarker.DISPATCH_UNACKNOWLEDGED.value
 
 #: States in which a session accepts a prompt.
 ADMITTING_STATES = (

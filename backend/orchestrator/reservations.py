@@ -20,7 +20,7 @@ from backend.clock import utcnow
 from backend.db.json import json_flag, json_merge
 from backend.db.tables import sessions, turns
 from backend.orchestrator.admission import PRIOR_STATE
-from backend.vocabulary import SessionState
+from backend.vocabulary import SessionState, TurnMarker
 from backend.workers import owner_stamp
 
 SOURCE_TURN = "prompt_dispatch_source_turn_id"
@@ -36,7 +36,7 @@ PRIVATE_KEYS = (
 )
 #: Turn metadata key: this turn's ``turn.started`` (and maybe ``turn.completed``) must be
 #: (re)published before the marker is cleared — the start-event outbox replayed at start-up.
-START_EVENT_PENDING = "start_event_pending"
+START_EVENT_PENDING = TurnMarker.START_EVENT_PENDING.value
 #: Turn metadata key: how the turn ended (``completed``, ``failed``, ``paused``), so a replayed
 #: ``turn.completed`` tells the truth.
 COMPLETION_STATUS = "completion_status"

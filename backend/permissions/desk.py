@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from backend.clarifications.handover import RemoteWaiters
 from backend.clarifications.waiters import WaiterRegistry
 from backend.events.publisher import EventPublisher
 from backend.permissions.announce import Announcer
@@ -32,8 +33,10 @@ class PermissionDesk(LivePermissions):
         announcer = Announcer(events, summaries)
         #: ``waiters.has_waiter`` is what makes a request ``active_live`` for the rule.
         super().__init__(engine, announcer, WaiterRegistry(), recheck_s=recheck_s)
+        #: Hand-overs to and from other workers (started by the runtime on NATS only).
+        self.remote = RemoteWaiters(self.waiters, "permission", confirm_wait_s)
         self._responder = PermissionResponder(
-            engine, announcer, self.waiters, confirm_wait_s=confirm_wait_s
+            engine, announcer, self.waiters, confirm_wait_s=confirm_wait_s, remote=self.remote
         )
 
     async def respond(self, pending_id: str, option_id: str) -> str:

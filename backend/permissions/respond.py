@@ -3,15 +3,16 @@
 1. Validate: the request exists (404) and offers the option (400); nothing written.
 2. Claim, in one transaction holding the session lock: classify the request with the one
    rule, in the clarification respond's order (409 ``delivery_claimed`` / ``terminal`` /
-   ``superseded_history``, nothing written); only an active request with a live waiter in
-   this process is claimed (``answered`` + a delivery intent, one compare-and-set: of two
-   concurrent responses exactly one claims, the other gets 409).
-   An active request *without* a waiter here cannot be answered: its agent is gone (a backend
-   restart stops every agent process). It is cancelled in the same transaction and the
-   response gets 409 ``terminal``.
-3. Hand over: the waiter confirms durably before the agent hears the choice; without that
-   confirmation within :data:`CONFIRM_WAIT_S` the claim is released (``cancelled``), racing
-   the confirmation through the intent, so exactly one of them wins.
+   ``superseded_history``, nothing written); only an active request with a live waiter (in
+   this process, or in another worker that lives) is claimed (``answered`` + a delivery
+   intent, one compare-and-set: of two concurrent responses exactly one claims, the other
+   gets 409). An active request *without* a live waiter cannot be answered: its agent is gone
+   (a backend restart stops every agent process). It is cancelled in the same transaction and
+   the response gets 409 ``terminal``.
+3. Hand over (to another worker's waiter over NATS: ``backend/clarifications/handover.py``):
+   the waiter confirms durably before the agent hears the choice; without that confirmation
+   within :data:`CONFIRM_WAIT_S` the claim is released (``cancelled``), racing the
+   confirmation through the intent, so exactly one of them wins.
 
 Every exit is in docs/reliability.md (*Permission requests*).
 """
@@ -29,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from backend.authority import BundleFacts, BundleState, bundle_facts
 from backend.clarifications import claims
 from backend.clarifications.answers import InvalidResponse, bundle_rows
+from backend.clarifications.handover import ABSENT, CONFIRMED, UNCONFIRMED, RemoteWaiters
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
 from backend.db.bounded import bounded
 from backend.db.engine import read_tx, write_tx
@@ -39,6 +41,7 @@ from backend.permissions import store
 from backend.permissions.announce import Announcer
 from backend.permissions.requests import chosen_answer
 from backend.vocabulary import MessageType, RequestStatus
+from backend.workers import WORKER_ID
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +65,14 @@ class PermissionResponder:
         waiters: WaiterRegistry,
         *,
         confirm_wait_s: float = CONFIRM_WAIT_S,
+        remote: RemoteWaiters | None = None,
     ) -> None:
         self.engine = engine
         self.announcer = announcer
         self.waiters = waiters
         self.confirm_wait_s = confirm_wait_s
+        #: Other workers' waiters (several workers on NATS); ``None`` in one process.
+        self.remote = remote
 
     async def respond(self, bundle_id: str, option_id: str) -> str:
         """Deliver ``option_id`` to the waiting agent; returns ``delivered``."""
@@ -129,22 +135,33 @@ class PermissionResponder:
         handoff = WaiterOutcome(
             "answered", (answer,), intent_id=intent_id, confirmation=confirmation
         )
-        if not self.waiters.resolve(bundle_id, handoff):
-            await self._release(bundle_id, intent_id)
-            raise NotActive(
-                "the agent stopped waiting before it took the answer",
-                state=BundleState.TERMINAL.value,
-            )
         cancelled: BaseException | None = None
-        try:
-            await bounded(
-                asyncio.wait({confirmation}, timeout=self.confirm_wait_s), self.confirm_wait_s + 1
-            )
-        except asyncio.CancelledError as error:
-            cancelled = error
         confirmed = None
-        if confirmation.done() and confirmation.exception() is None:  # (never cancelled)
-            confirmed = confirmation.result()
+        owner = claim.facts.live_worker
+        if self.waiters.resolve(bundle_id, handoff):
+            try:
+                await bounded(
+                    asyncio.wait({confirmation}, timeout=self.confirm_wait_s),
+                    self.confirm_wait_s + 1,
+                )
+            except asyncio.CancelledError as error:
+                cancelled = error
+            if confirmation.done() and confirmation.exception() is None:  # (never cancelled)
+                confirmed = confirmation.result()
+        elif self.remote is not None and owner not in (None, WORKER_ID):
+            assert owner is not None
+            try:
+                result = await bounded(
+                    self.remote.hand_over(owner, bundle_id, handoff), self.confirm_wait_s + 3
+                )
+            except asyncio.CancelledError as error:
+                cancelled, result = error, UNCONFIRMED
+            if result == CONFIRMED:
+                confirmed = await self._answered(claim.rows)
+            elif result == ABSENT:
+                await self._stopped_waiting(bundle_id, intent_id)
+        else:
+            await self._stopped_waiting(bundle_id, intent_id)
         if not confirmed:
             released = await self._release(bundle_id, intent_id)
             if cancelled is not None:
@@ -160,6 +177,14 @@ class PermissionResponder:
         if cancelled is not None:
             raise cancelled
         return "delivered"
+
+    async def _stopped_waiting(self, bundle_id: str, intent_id: str) -> None:
+        """Nobody took the claim (no waiter any more): the request is over."""
+        await self._release(bundle_id, intent_id)
+        raise NotActive(
+            "the agent stopped waiting before it took the answer",
+            state=BundleState.TERMINAL.value,
+        )
 
     async def _release(self, bundle_id: str, intent_id: str) -> list[dict[str, Any]]:
         """The agent never took the claim: the request is over (``cancelled``). Empty when the

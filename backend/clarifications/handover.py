@@ -1,0 +1,154 @@
+"""Handing a response to a live waiter that another worker holds (several workers on NATS).
+
+An agent's open request (a clarification tool call, a permission request) is held by the
+worker that received it; the bundle's rows name that worker (``worker`` in their metadata).
+A response may reach any worker. The responding worker claims the bundle in the database as
+always, then, if the waiter is not its own, asks the owner over NATS request/reply on the
+owner's subject (``kandev.<instance>.waiter.<kind>.<worker>``) to hand the claim to its waiter.
+The owner resolves its local waiter exactly as a local responder would, waits (bounded) for
+the waiter's durable confirmation, and replies with what happened:
+
+- ``absent``: no waiter here any more (it ended meanwhile), nothing was handed over, so the
+  responder falls back to detached delivery with the same claim (as after a local miss);
+- ``confirmed``: the waiter retired the claim durably, the agent has the answer;
+- ``unconfirmed``: handed over, not confirmed in time.
+
+No responder on the subject (the owner died) is ``absent`` too: nobody received the claim.
+A timeout, a lost reply or a dropped connection after sending is *unknown*, so the responder
+treats it as ``unconfirmed``: it releases the claim with the intent-keyed compare-and-set, and
+exactly one of that release and the waiter's confirmation wins (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import orjson
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
+from nats.errors import NoRespondersError
+
+from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
+from backend.workers import WORKER_ID
+
+log = logging.getLogger(__name__)
+
+ABSENT = "absent"
+CONFIRMED = "confirmed"
+UNCONFIRMED = "unconfirmed"
+
+
+def waiter_subject(instance_id: str, kind: str, worker: str) -> str:
+    return f"kandev.{instance_id}.waiter.{kind}.{worker}"
+
+
+class RemoteWaiters:
+    """This worker's end of the hand-over for one kind of waiter (``clarification`` or
+    ``permission``): it serves hand-overs to its own ``waiters`` and sends them to others."""
+
+    def __init__(
+        self, waiters: WaiterRegistry, kind: str, confirm_wait_s: float, worker: str = WORKER_ID
+    ) -> None:
+        self.waiters = waiters
+        self.kind = kind
+        #: The worker whose hand-overs this end serves (this process's).
+        self.worker = worker
+        #: How long a hand-over waits for the waiter's durable confirmation.
+        self.confirm_wait_s = confirm_wait_s
+        self._nc: NatsClient | None = None
+        self._instance = ""
+        self._subscription: Subscription | None = None
+        self._serving: set[asyncio.Task[None]] = set()
+
+    @property
+    def started(self) -> bool:
+        return self._nc is not None
+
+    async def start(self, client: NatsClient, instance_id: str) -> None:
+        self._nc, self._instance = client, instance_id
+        subject = waiter_subject(instance_id, self.kind, self.worker)
+        self._subscription = await client.subscribe(subject, cb=self._heard)
+        await client.flush()
+
+    async def stop(self) -> None:
+        """Stop taking hand-overs; those in flight end with their waiters (bounded)."""
+        if self._subscription is not None:
+            with contextlib.suppress(Exception):
+                await self._subscription.unsubscribe()
+            self._subscription = None
+        if self._serving:
+            await asyncio.wait(self._serving, timeout=self.confirm_wait_s + 1)
+        for task in self._serving:
+            task.cancel()
+        self._nc = None
+
+    async def hand_over(self, owner: str, pending_id: str, outcome: WaiterOutcome) -> str:
+        """Ask ``owner`` to hand ``outcome`` (without its confirmation future) to its waiter;
+        returns :data:`ABSENT`, :data:`CONFIRMED` or :data:`UNCONFIRMED`."""
+        if self._nc is None:
+            return ABSENT
+        body = {
+            "pending_id": pending_id,
+            "outcome": outcome.outcome,
+            "answers": list(outcome.answers),
+            "intent_id": outcome.intent_id,
+        }
+        subject = waiter_subject(self._instance, self.kind, owner)
+        try:
+            reply = await self._nc.request(
+                subject, orjson.dumps(body, default=str), timeout=self.confirm_wait_s + 1
+            )
+        except NoRespondersError:
+            return ABSENT  # nobody holds that subject: the owner is gone, nothing was sent
+        except (NatsError, TimeoutError) as error:
+            log.warning("hand-over of %s to worker %s unanswered: %r", pending_id, owner, error)
+            return UNCONFIRMED  # it may have been taken: only the compare-and-set can tell
+        try:
+            result = str(orjson.loads(reply.data)["result"])
+        except (ValueError, KeyError, TypeError):
+            return UNCONFIRMED
+        return result if result in (ABSENT, CONFIRMED) else UNCONFIRMED
+
+    async def _heard(self, msg: Msg) -> None:
+        # Subscription callbacks run one at a time; a hand-over waits for its confirmation, so
+        # each one runs in its own task and the next is heard at once.
+        task = asyncio.ensure_future(self._serve(msg))
+        self._serving.add(task)
+        task.add_done_callback(self._serving.discard)
+
+    async def _serve(self, msg: Msg) -> None:
+        try:
+            body: dict[str, Any] = orjson.loads(msg.data)
+            pending_id = str(body["pending_id"])
+            confirmation: asyncio.Future[list[dict[str, Any]]] = (
+                asyncio.get_running_loop().create_future()
+            )
+            outcome = WaiterOutcome(
+                str(body["outcome"]),
+                tuple(body.get("answers") or ()),
+                intent_id=str(body["intent_id"]),
+                confirmation=confirmation,
+            )
+        except (ValueError, KeyError, TypeError) as error:
+            log.warning("unreadable hand-over on %s dropped: %r", msg.subject, error)
+            return
+        result = ABSENT
+        if self.waiters.resolve(pending_id, outcome):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(confirmation), self.confirm_wait_s)
+            confirmed = (
+                confirmation.done()
+                and not confirmation.cancelled()
+                and confirmation.exception() is None
+                and bool(confirmation.result())
+            )
+            result = CONFIRMED if confirmed else UNCONFIRMED
+        try:
+            await msg.respond(orjson.dumps({"result": result}))
+        except Exception as error:  # the responder then settles by compare-and-set
+            log.warning("hand-over reply for %s lost: %r", pending_id, error)

@@ -1,0 +1,174 @@
+"""Two workers serve one PostgreSQL database (the NATS bus between them): an answer reaches the
+agent's live wait whichever worker receives it, exactly once; a waiter whose worker died is
+answered as a detached question; events from either worker reach the other's clients."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+import websockets.asyncio.client
+
+from tests.support.builders import World
+from tests.support.processes import eventually
+from tests.workers.conftest import Workers, live_question
+
+
+@pytest.mark.scenario("S01")
+async def test_an_answer_sent_to_the_other_worker_reaches_the_waiting_agent(
+    workers: Workers, engine
+):
+    holder, other = await workers.start(), await workers.start()
+    task = await World(engine).task()
+    session, bundle = await live_question(holder, task, "/ask Which DB? | SQLite | PostgreSQL")
+    # The worker without the waiter knows the question is live (the holder lives).
+    (seen,) = await other.bundles(session)
+    assert seen["state"] == "active_live"
+
+    response = await other.respond(bundle, option=1)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["outcome"] == "delivered"
+    await eventually(
+        lambda: holder.agent_replies(session),
+        lambda r: r == ["Got: Which DB?: PostgreSQL"],
+        within_s=20,
+    )
+    assert len(workers.prompts(session)) == 1  # delivered to the wait, not sent as a new prompt
+    assert await other.bundles(session) == []
+
+
+@pytest.mark.scenario("S06")
+@pytest.mark.parametrize("wait", ["live", "detached"])
+async def test_fifty_concurrent_answers_across_both_workers_claim_once(
+    workers: Workers, engine, wait: str
+):
+    holder, other = await workers.start(), await workers.start()
+    task = await World(engine).task()
+    if wait == "live":
+        session, bundle = await live_question(holder, task, "/ask Ship it? | yes | no")
+    else:
+        session = await holder.start_session(task, "/ask Ship it? | yes | no\n/disconnect")
+        (bundle,) = await eventually(
+            lambda: other.bundles(session),
+            lambda b: len(b) == 1 and b[0]["state"] == "active_detached",
+            within_s=20,
+        )
+
+    responses = await asyncio.gather(*(worker.respond(bundle) for worker in [holder, other] * 25))
+
+    codes = sorted(r.status_code for r in responses)
+    assert codes == [200] + [409] * 49, [r.text for r in responses]
+    (won,) = [r.json() for r in responses if r.status_code == 200]
+    assert won["outcome"] == ("delivered" if wait == "live" else "resumed")
+    assert {r.json()["state"] for r in responses if r.status_code == 409} <= {
+        "delivery_claimed",
+        "terminal",
+    }
+    await eventually(
+        lambda: holder.agent_replies(session), lambda r: r == ["Got: Ship it?: yes"], within_s=20
+    )
+    assert len(workers.prompts(session)) == (1 if wait == "live" else 2)
+
+
+async def test_a_permission_chosen_on_the_other_worker_reaches_the_waiting_agent(
+    workers: Workers, engine
+):
+    holder, other = await workers.start(), await workers.start()
+    task = await World(engine).task()
+    session, bundle = await live_question(holder, task, "/permit Delete the build directory?")
+    assert bundle["kind"] == "permission"
+
+    response = await other.permit(bundle)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["outcome"] == "delivered"
+    await eventually(
+        lambda: holder.agent_replies(session), lambda r: r == ["Permission: Allow"], within_s=20
+    )
+    again = await holder.permit(bundle, option=1)
+    assert (again.status_code, again.json()["state"]) == (409, "terminal")
+
+
+async def test_a_question_whose_worker_died_is_answered_as_a_detached_one(workers: Workers, engine):
+    holder, other = await workers.start(), await workers.start()
+    task = await World(engine).task()
+    session, _ = await live_question(holder, task, "/ask Survive? | yes | no")
+
+    await holder.process.kill()  # its advisory lock goes with its connection
+
+    (seen,) = await eventually(
+        lambda: other.bundles(session), lambda b: b and b[0]["state"] == "active_detached"
+    )
+    response = await other.respond(seen)
+    assert response.status_code == 200, response.text
+    assert response.json()["outcome"] == "resumed"
+    await eventually(
+        lambda: other.agent_replies(session), lambda r: r == ["Got: Survive?: yes"], within_s=30
+    )
+    assert len(workers.prompts(session)) == 2  # the question's prompt, then one resume
+
+
+async def test_a_question_asked_on_one_worker_is_announced_to_the_others_clients(
+    workers: Workers, engine
+):
+    holder, other = await workers.start(), await workers.start()
+    task = await World(engine).task()
+    url = other.process.url.replace("http://", "ws://") + "/api/v1/events"
+    async with websockets.asyncio.client.connect(url, open_timeout=10) as socket:
+        session = await holder.start_session(task, "/ask Heard? | yes | no\n/wait 600")
+
+        async def question_heard() -> dict:
+            while True:
+                frame = json.loads(await socket.recv())
+                if (
+                    frame["type"] == "session.message.added"
+                    and frame["data"]["session_id"] == session
+                    and frame["data"]["message"]["type"] == "clarification_request"
+                ):
+                    return frame
+
+        frame = await asyncio.wait_for(question_heard(), 20)
+    assert frame["data"]["task_id"] == task
+    assert frame["data"]["pending_action"] == "clarification"
+
+
+@pytest.mark.parametrize("point", ["respond.after_claim", "resume.after_reserve"])
+async def test_a_worker_killed_mid_answer_leaves_the_question_to_the_other_worker(
+    workers: Workers, engine, point: str
+):
+    """The worker delivering an answer is SIGKILLed (a ``crash`` fault point) after its claim,
+    or after reserving the resume; the other worker keeps serving, settles the dead worker's
+    leftovers without a restart (its sweep), and the answer sent again resumes the agent once."""
+    doomed, survivor = await workers.start(), await workers.start()
+    task = await World(engine).task()
+    session = await doomed.start_session(task, "/ask Survive? | yes | no\n/disconnect")
+    (bundle,) = await eventually(
+        lambda: survivor.bundles(session),
+        lambda b: len(b) == 1 and b[0]["state"] == "active_detached",
+        within_s=20,
+    )
+    armed = await doomed.http.put(f"/api/v1/_test/failpoints/{point}", json={"action": "crash"})
+    assert armed.status_code == 204
+    with pytest.raises(httpx.HTTPError):
+        await doomed.respond(bundle)
+    assert await doomed.process.exited() != 0
+
+    # No restart: the survivor settles the claim (or reservation) the dead worker left.
+    (again,) = await eventually(
+        lambda: survivor.bundles(session),
+        lambda b: len(b) == 1 and b[0]["state"] == "active_detached",
+        within_s=20,
+    )
+    assert again["pending_id"] == bundle["pending_id"]
+    response = await survivor.respond(again)
+    assert response.status_code == 200, response.text
+    assert response.json()["outcome"] == "resumed"
+    await eventually(
+        lambda: survivor.agent_replies(session), lambda r: r == ["Got: Survive?: yes"], within_s=30
+    )
+    assert len(workers.prompts(session)) == 2  # the question's prompt, then exactly one resume
+    retry = await survivor.respond(again)
+    assert (retry.status_code, retry.json()["state"]) == (409, "terminal")
