@@ -34,6 +34,7 @@ from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
+from backend.db.bounded import bounded
 from backend.workers import WORKER_ID
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,23 @@ class RemoteWaiters:
         except (ValueError, KeyError, TypeError):
             return UNCONFIRMED
         return result if result in (ABSENT, CONFIRMED) else UNCONFIRMED
+
+    async def deliver(
+        self, owner: str, pending_id: str, outcome: WaiterOutcome
+    ) -> tuple[str, asyncio.CancelledError | None]:
+        """:meth:`hand_over` for a responder holding a claim: the caller's cancellation cannot
+        cut it short (it waits, shielded and bounded, and gets its ``CancelledError`` back with
+        the outcome :data:`UNCONFIRMED`), and any failure counts as :data:`UNCONFIRMED`, so the
+        claim is always settled by the intent-keyed compare-and-set, never stranded."""
+        try:
+            return await bounded(
+                self.hand_over(owner, pending_id, outcome), self.confirm_wait_s + 3
+            ), None
+        except asyncio.CancelledError as error:
+            return UNCONFIRMED, error
+        except Exception as error:
+            log.warning("hand-over of %s to worker %s failed: %r", pending_id, owner, error)
+            return UNCONFIRMED, None
 
     async def _heard(self, msg: Msg) -> None:
         # Subscription callbacks run one at a time; a hand-over waits for its confirmation, so

@@ -35,7 +35,7 @@ from backend.clarifications.answers import (
     check_answers,
     claim_patches,
 )
-from backend.clarifications.handover import ABSENT, CONFIRMED, UNCONFIRMED, RemoteWaiters
+from backend.clarifications.handover import ABSENT, CONFIRMED, RemoteWaiters
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
 from backend.db.bounded import BOUNDED_WRITE_S, bounded
 from backend.db.engine import read_tx, write_tx
@@ -195,11 +195,9 @@ class Responder:
             confirmed = _result_or_none(outcome.confirmation)
         elif self.remote is not None and facts.live_worker not in (None, WORKER_ID):
             assert facts.live_worker is not None
-            handing = self.remote.hand_over(facts.live_worker, facts.pending_id, outcome)
-            try:
-                result = await bounded(handing, LIVE_CONFIRM_WAIT_S + 3)
-            except asyncio.CancelledError as error:
-                cancelled, result = error, UNCONFIRMED
+            result, cancelled = await self.remote.deliver(
+                facts.live_worker, facts.pending_id, outcome
+            )
             if result == ABSENT and cancelled is None:
                 return None
             if result == CONFIRMED:

@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from backend.authority import BundleFacts, BundleState, bundle_facts
 from backend.clarifications import claims
 from backend.clarifications.answers import InvalidResponse, bundle_rows
-from backend.clarifications.handover import ABSENT, CONFIRMED, UNCONFIRMED, RemoteWaiters
+from backend.clarifications.handover import ABSENT, CONFIRMED, RemoteWaiters
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
 from backend.db.bounded import bounded
 from backend.db.engine import read_tx, write_tx
@@ -150,12 +150,7 @@ class PermissionResponder:
                 confirmed = confirmation.result()
         elif self.remote is not None and owner not in (None, WORKER_ID):
             assert owner is not None
-            try:
-                result = await bounded(
-                    self.remote.hand_over(owner, bundle_id, handoff), self.confirm_wait_s + 3
-                )
-            except asyncio.CancelledError as error:
-                cancelled, result = error, UNCONFIRMED
+            result, cancelled = await self.remote.deliver(owner, bundle_id, handoff)
             if result == CONFIRMED:
                 confirmed = await self._answered(claim.rows)
             elif result == ABSENT:

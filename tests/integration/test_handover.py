@@ -97,3 +97,14 @@ async def test_a_restored_claim_is_unconfirmed(pair) -> None:
 async def test_a_hand_over_before_start_is_absent() -> None:
     idle = RemoteWaiters(WaiterRegistry(), "clarification", confirm_wait_s=0.5)
     assert await idle.hand_over(OWNER, "p-1", outcome()) == ABSENT
+
+
+async def test_a_failing_hand_over_counts_as_unconfirmed(pair, monkeypatch) -> None:
+    """Whatever goes wrong after the claim, the responder settles it by compare-and-set."""
+    responder, _ = pair
+
+    async def broken(*_args: object) -> str:
+        raise RuntimeError("connection reset")
+
+    monkeypatch.setattr(responder, "hand_over", broken)
+    assert await responder.deliver(OWNER, "p-1", outcome()) == (UNCONFIRMED, None)
