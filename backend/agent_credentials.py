@@ -16,11 +16,9 @@ import base64
 import hashlib
 import hmac
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from backend.db.engine import read_tx
-from backend.db.tables import meta
+from backend.db.meta import meta_row
 from backend.errors import DomainError
 from backend.vocabulary import MetaKey
 
@@ -43,14 +41,8 @@ class AgentCredentials:
         self._key = key
 
     async def load(self, engine: AsyncEngine) -> None:
-        async with read_tx(engine) as conn:
-            value = (
-                await conn.execute(
-                    select(meta.c.text_value).where(
-                        meta.c.key == MetaKey.AGENT_CREDENTIAL_KEY.value
-                    )
-                )
-            ).scalar_one_or_none()
+        row = await meta_row(engine, MetaKey.AGENT_CREDENTIAL_KEY)
+        value = row[1] if row is not None else None
         if not value:
             raise CredentialsNotLoaded("agent credential key missing; run the migrations first")
         self._key = value.encode()

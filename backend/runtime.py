@@ -23,9 +23,11 @@ from backend.agents.acp_executor import AcpExecutor
 from backend.agents.profiles import load_profiles
 from backend.clarifications.handover import RemoteWaiters
 from backend.clarifications.respond import LIVE_CONFIRM_WAIT_S, Responder
+from backend.clarifications.store import detach_orphans
 from backend.clarifications.waiters import WaiterRegistry
 from backend.config import Settings, get_settings
 from backend.db.bounded import drain
+from backend.db.engine import write_tx
 from backend.errors import DomainError
 from backend.events import EventBus, InMemoryEventBus
 from backend.events.nats_bus import NatsEventBus, instance_id
@@ -37,7 +39,7 @@ from backend.projections.revision import RevisionClock, start_clock
 from backend.projections.summaries import TaskSummaries
 from backend.projections.summary_projector import SummaryProjector
 from backend.recovery import recover
-from backend.workers import SingleProcessLock, WorkerPresence
+from backend.workers import DeadOwners, SingleProcessLock, WorkerPresence
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +151,8 @@ class Runtime:
                 await self.bus.start(instance)
                 await self.handover.start(self.bus.client, instance)
                 await self.permissions.remote.start(self.bus.client, instance)
+                if self.agent_control is not None:
+                    await self.agent_control.peers.start(self.bus.client, instance)
         except BaseException:
             await self._stop_handovers()
             await self._close_bus()
@@ -213,13 +217,25 @@ class Runtime:
             try:
                 async with presence.recovery_if_free() as mine:
                     if mine:
-                        await recover(self.engine, self.bus, await presence.dead_filter())
+                        owners = await presence.dead_filter()
+                        await recover(self.engine, self.bus, owners)
+                        await self._detach_orphaned_questions(owners)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 log.warning("sweep of dead workers' work failed (retried): %r", error)
                 with contextlib.suppress(Exception):
                     await presence.reset()
+
+    async def _detach_orphaned_questions(self, owners: DeadOwners) -> None:
+        """A dead worker's questions are detached exactly as after their agent disconnected,
+        and announced, so clients of the live workers see them answerable as detached now,
+        not at their next read. (Start-up recovery leaves this to the rule: no client of the
+        starting process can hold an older view.)"""
+        async with write_tx(self.engine) as conn:
+            rows = await detach_orphans(conn, owners)
+        for row in rows:
+            await self.events.message("session.message.updated", row)
 
     async def _leave(self) -> None:
         if self.presence is not None:
@@ -228,6 +244,8 @@ class Runtime:
     async def _stop_handovers(self) -> None:
         await self.handover.stop()
         await self.permissions.remote.stop()
+        if self.agent_control is not None:
+            await self.agent_control.peers.stop()
 
     async def _close_bus(self) -> None:
         if isinstance(self.bus, NatsEventBus):

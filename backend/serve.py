@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from backend.api.app import create_api
 from backend.db.engine import get_engine
+from backend.heap import settle_for_serving
 from backend.runtime import Runtime
 
 
@@ -27,6 +28,7 @@ def build_app() -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with runtime.lifespan():
+            settle_for_serving()
             yield
 
     api.router.lifespan_context = lifespan

@@ -47,8 +47,32 @@ from backend.db.json import json_text
 WORKER_KEY = "worker"
 #: The metadata key naming the worker delivering a response (beside its delivery intent).
 INTENT_WORKER_KEY = "intent_worker"
-#: This process's worker: a positive 31-bit number (the advisory lock's key), as text.
-WORKER_ID = str(secrets.randbelow(2**31 - 2) + 1)
+
+
+def _draw_worker_id() -> str:
+    return str(secrets.randbelow(2**31 - 2) + 1)
+
+
+_worker_id = _draw_worker_id()
+
+
+def _redraw_in_child() -> None:
+    global _worker_id
+    _worker_id = _draw_worker_id()
+
+
+# A server that forks its workers after importing the app (granian, gunicorn) must not give
+# them one identity: they would share one advisory lock key, and each would take the other's
+# waiters and leftovers for its own.
+os.register_at_fork(after_in_child=_redraw_in_child)
+
+
+def worker_id() -> str:
+    """This process's worker: a positive 31-bit number (the advisory lock's key), as text;
+    drawn at import and again in every forked child."""
+    return _worker_id
+
+
 #: The advisory-lock class of Kandev's locks (an arbitrary constant: "KDV").
 NAMESPACE = 0x4B4456
 RECOVERY_KEY = 0
@@ -56,7 +80,7 @@ RECOVERY_KEY = 0
 
 def owner_stamp(key: str = WORKER_KEY) -> dict[str, str]:
     """What a durable operation adds to its metadata to name its worker."""
-    return {key: WORKER_ID}
+    return {key: worker_id()}
 
 
 class OtherProcessHoldsDatabase(RuntimeError):
@@ -73,7 +97,7 @@ class WorkerPresence:
     async def start(self) -> None:
         self._conn = await self.engine.connect()
         await self._conn.execute(
-            text("SELECT pg_advisory_lock(:ns, :key)"), {"ns": NAMESPACE, "key": int(WORKER_ID)}
+            text("SELECT pg_advisory_lock(:ns, :key)"), {"ns": NAMESPACE, "key": int(worker_id())}
         )
         await self._conn.commit()
 
@@ -153,7 +177,7 @@ async def other_live_workers(conn: AsyncConnection, owners: Iterable[str | None]
     """Which of ``owners`` (the workers named by waiting bundles) are other workers that live
     now: their waiters hold those bundles. This worker's own are judged by its registry (a
     stamp outlives the wait it names), and only a foreign name costs a query."""
-    foreign = {owner for owner in owners if owner is not None and owner != WORKER_ID}
+    foreign = {owner for owner in owners if owner is not None and owner != worker_id()}
     if not foreign:
         return frozenset()
     return foreign & await live_workers(conn)

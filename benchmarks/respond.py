@@ -189,9 +189,6 @@ def run_database(db: str, args: argparse.Namespace) -> tuple[list[Measured], lis
         if workers > 1 and db == "sqlite":
             print(f"[sqlite] SQLite is single-process: --workers {workers} skipped")
             continue
-        if workers > 1 and os.environ.get("KANDEV_BENCH_MULTIWORKER") != "1":
-            print(f"[{db}] multi-worker runs skipped: not available yet (--workers {workers})")
-            continue
         log_dir = Path(tempfile.mkdtemp(prefix="kandev_respond_logs_"))
         if db == "sqlite":
             with scratch_sqlite("kandev_respond_", "respond.db", keep=False) as path:

@@ -206,6 +206,15 @@ class Sampler:
                 inclusive[key] += seconds
         return own, inclusive, places
 
+    def inclusive_at(self, place: str) -> Counter[str]:
+        """Inclusive main-thread CPU seconds per function, of the stacks sampled at ``place``."""
+        inclusive: Counter[str] = Counter()
+        for (where_, *stack), seconds in self.stacks.items():
+            if where_ == place:
+                for key in {_key(code) for code in stack}:
+                    inclusive[key] += seconds
+        return inclusive
+
     def report(self, out: str, top: int) -> tuple[str, dict[str, list[float]]]:
         own, inclusive, places = self.tables()
         total = sum(own.values()) or 1.0
@@ -215,6 +224,12 @@ class Sampler:
         lines += [f"{s:9.3f}  {s / total:6.1%}  {k}" for k, s in inclusive.most_common()]
         lines += ["", "self s       share  function"]
         lines += [f"{s:9.3f}  {s / total:6.1%}  {k}" for k, s in own.most_common()]
+        for place, _ in places.most_common(4):
+            lines += ["", f"inclusive s   share  function (only where: {place})"]
+            lines += [
+                f"{s:9.3f}  {s / total:6.1%}  {k}"
+                for k, s in self.inclusive_at(place).most_common(60)
+            ]
         with open(out, "w") as file:
             file.write("\n".join(lines) + "\n")
         raw = {k: [0.0, own.get(k, 0.0), inclusive[k]] for k in inclusive}

@@ -19,6 +19,7 @@ import reflex as rx
 
 from backend.api.app import create_api
 from backend.db.engine import get_engine
+from backend.heap import settle_for_serving
 from backend.runtime import Runtime
 from components.layout import page, sheets_test_page
 from state.backend_ref import set_connection_probe, set_runtime, set_state_access
@@ -39,7 +40,9 @@ app.register_lifespan_task(runtime.lifespan)
 
 @asynccontextmanager
 async def _live_updates() -> AsyncIterator[None]:
-    """Live-update watchers are plain tasks: cancel them when the app stops."""
+    """Live-update watchers are plain tasks: cancel them when the app stops. Registered after
+    the runtime, so the start-up heap is complete when it is frozen (``backend.heap``)."""
+    settle_for_serving()
     try:
         yield
     finally:

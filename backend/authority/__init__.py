@@ -16,13 +16,17 @@ from backend.authority.repository import (
     task_pending_actions,
     visible_turns,
 )
+from backend.authority.scope import Scope, Where, as_clause
 
 __all__ = [
     "BundleFacts",
     "BundleState",
     "LiveWaiters",
+    "Scope",
     "SessionAuthority",
+    "Where",
     "active_bundles",
+    "as_clause",
     "bundle_facts",
     "classify_bundle",
     "current_turn_ids",

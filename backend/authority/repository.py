@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, literal, select, true
+from sqlalchemy import bindparam, case, func, literal, select, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import Subquery
 
 from backend.authority import sql as q
 from backend.authority.bundles import BundleFacts
+from backend.authority.scope import Where, prepared
 from backend.db.json import json_flag, json_text
 from backend.db.tables import messages, sessions, turns
 from backend.request_evidence import is_pending_row, is_request
@@ -51,14 +52,7 @@ async def current_turn_ids(conn: AsyncConnection, session_ids: list[str]) -> dic
     return {row[0]: row[1] for row in await conn.execute(stmt)}
 
 
-async def session_authority(
-    conn: AsyncConnection, sessions_where: ColumnElement[bool]
-) -> list[SessionAuthority]:
-    """Current turn and ``pending_action`` of every session matching ``sessions_where``.
-
-    Meant for a task's session list (a handful of rows); for whole task lists, use
-    :func:`task_pending_actions`, which never computes turns of sessions without open requests.
-    """
+def _session_authority_stmt(sessions_where: ColumnElement[bool]) -> Any:
     s = sessions
     active = q.active_bundles_of(sessions_where)
     best = (
@@ -66,35 +60,52 @@ async def session_authority(
         .group_by(active.c.session_id)
         .subquery("best")
     )
-    stmt = (
+    return (
         select(s.c.id, s.c.task_id, s.c.state, q.current_turn_id(s.c.id), best.c.rank)
         .select_from(s.outerjoin(best, best.c.session_id == s.c.id))
         .where(sessions_where)
         .order_by(s.c.id)
     )
+
+
+async def session_authority(conn: AsyncConnection, sessions_where: Where) -> list[SessionAuthority]:
+    """Current turn and ``pending_action`` of every session matching ``sessions_where``.
+
+    Meant for a task's session list (a handful of rows); for whole task lists, use
+    :func:`task_pending_actions`, which never computes turns of sessions without open requests.
+    """
+    stmt, params = prepared(_session_authority_stmt, sessions_where)
     return [
         SessionAuthority(sid, task_id, state, turn_id, q.RANKED_ACTIONS.get(rank))
-        for sid, task_id, state, turn_id, rank in await conn.execute(stmt)
+        for sid, task_id, state, turn_id, rank in await conn.execute(stmt, params)
     ]
 
 
+def _session_actions_stmt(sessions_where: ColumnElement[bool]) -> Any:
+    active = q.active_bundles_of(sessions_where)
+    return select(active.c.session_id, func.min(active.c.rank)).group_by(active.c.session_id)
+
+
 async def session_pending_actions(
-    conn: AsyncConnection, sessions_where: ColumnElement[bool]
+    conn: AsyncConnection, sessions_where: Where
 ) -> dict[str, PendingAction]:
     """``pending_action`` of the matching sessions that have one (absent means none)."""
-    active = q.active_bundles_of(sessions_where)
-    stmt = select(active.c.session_id, func.min(active.c.rank)).group_by(active.c.session_id)
-    return {sid: q.RANKED_ACTIONS[rank] for sid, rank in await conn.execute(stmt)}
+    stmt, params = prepared(_session_actions_stmt, sessions_where)
+    return {sid: q.RANKED_ACTIONS[rank] for sid, rank in await conn.execute(stmt, params)}
+
+
+def _task_actions_stmt(tasks_where: ColumnElement[bool]) -> Any:
+    active = q.active_bundles_of(tasks_where)
+    return select(active.c.task_id, func.min(active.c.rank)).group_by(active.c.task_id)
 
 
 async def task_pending_actions(
-    conn: AsyncConnection, tasks_where: ColumnElement[bool]
+    conn: AsyncConnection, tasks_where: Where
 ) -> dict[str, PendingAction]:
     """Task-level ``pending_action`` of the matching tasks that have one (absent means none):
     the strongest action of any of the task's sessions, folded in SQL."""
-    active = q.active_bundles_of(tasks_where)
-    stmt = select(active.c.task_id, func.min(active.c.rank)).group_by(active.c.task_id)
-    return {task_id: q.RANKED_ACTIONS[rank] for task_id, rank in await conn.execute(stmt)}
+    stmt, params = prepared(_task_actions_stmt, tasks_where)
+    return {task_id: q.RANKED_ACTIONS[rank] for task_id, rank in await conn.execute(stmt, params)}
 
 
 def _bundle_facts_query(rows_where: Callable[[Any], ColumnElement[bool]]) -> Subquery:
@@ -163,19 +174,29 @@ def _facts(r: Any) -> BundleFacts:
     )
 
 
+def _prebuilt_bundle_facts() -> tuple[Any, Any]:
+    """The two bundle reads of the answer path, built once (see :mod:`.scope` for why)."""
+    by_pending_id = _bundle_facts_query(lambda row: pending_id_of(row) == bindparam("pending_id"))
+    of_session = _bundle_facts_query(lambda row: row.c.session_id == bindparam("session_id"))
+    return (
+        # Pending ids are unique per bundle; should one span sessions, pick deterministically.
+        select(by_pending_id).order_by(by_pending_id.c.session_id),
+        select(of_session).where(of_session.c.is_active).order_by(of_session.c.pending_id),
+    )
+
+
+_BUNDLE_FACTS, _ACTIVE_BUNDLES = _prebuilt_bundle_facts()
+
+
 async def bundle_facts(conn: AsyncConnection, pending_id: str) -> BundleFacts | None:
     """Everything the state machine needs about one bundle, or ``None`` if it has no rows."""
-    facts = _bundle_facts_query(lambda row: pending_id_of(row) == pending_id)
-    # Pending ids are unique per bundle; should one ever span sessions, pick deterministically.
-    result = (await conn.execute(select(facts).order_by(facts.c.session_id))).first()
+    result = (await conn.execute(_BUNDLE_FACTS, {"pending_id": pending_id})).first()
     return _facts(result) if result is not None else None
 
 
 async def active_bundles(conn: AsyncConnection, session_id: str) -> list[BundleFacts]:
     """The session's operational bundles (what a chat overlay may show)."""
-    facts = _bundle_facts_query(lambda row: row.c.session_id == session_id)
-    stmt = select(facts).where(facts.c.is_active).order_by(facts.c.pending_id)
-    return [_facts(r) for r in await conn.execute(stmt)]
+    return [_facts(r) for r in await conn.execute(_ACTIVE_BUNDLES, {"session_id": session_id})]
 
 
 async def visible_turns(conn: AsyncConnection, session_id: str) -> list[TurnView]:

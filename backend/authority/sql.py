@@ -69,13 +69,22 @@ def oldest_first(turn: Any) -> tuple[Any, ...]:
     return (turn.c.started_at.asc(), turn.c.created_at.asc(), turn.c.id.asc())
 
 
+#: The turn table as :func:`current_turn_id` reads it. Built once: an alias copies every column
+#: of its table, and the rule's subquery is part of nearly every statement on the answer path.
+#: Only :func:`current_turn_id` may use it, so it never appears in an enclosing FROM (which
+#: would correlate the subquery away).
+_AUTHORITY_TURN = turns.alias("authority_turn")
+_AUTHORITATIVE = is_authoritative(_AUTHORITY_TURN)
+_NEWEST_AUTHORITY_FIRST = newest_first(_AUTHORITY_TURN)
+
+
 def current_turn_id(session_id: ColumnElement[str]) -> Any:
     """Scalar subquery: the session's newest authoritative durable turn (or NULL)."""
-    turn = turns.alias("authority_turn")
+    turn = _AUTHORITY_TURN
     return (
         select(turn.c.id)
-        .where(turn.c.session_id == session_id, is_authoritative(turn))
-        .order_by(*newest_first(turn))
+        .where(turn.c.session_id == session_id, _AUTHORITATIVE)
+        .order_by(*_NEWEST_AUTHORITY_FIRST)
         .limit(1)
         .scalar_subquery()
     )

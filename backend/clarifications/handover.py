@@ -35,7 +35,8 @@ from nats.errors import NoRespondersError
 
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
 from backend.db.bounded import bounded
-from backend.workers import WORKER_ID
+from backend.events.nats_bus import leave_subject, serve_subject
+from backend.workers import worker_id
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +54,17 @@ class RemoteWaiters:
     ``permission``): it serves hand-overs to its own ``waiters`` and sends them to others."""
 
     def __init__(
-        self, waiters: WaiterRegistry, kind: str, confirm_wait_s: float, worker: str = WORKER_ID
+        self,
+        waiters: WaiterRegistry,
+        kind: str,
+        confirm_wait_s: float,
+        worker: str | None = None,
     ) -> None:
         self.waiters = waiters
         self.kind = kind
-        #: The worker whose hand-overs this end serves (this process's).
-        self.worker = worker
+        #: The worker whose hand-overs this end serves; ``None``: this process's, read at each
+        #: use (a runtime built before its server forked serves the child's identity).
+        self._worker = worker
         #: How long a hand-over waits for the waiter's durable confirmation.
         self.confirm_wait_s = confirm_wait_s
         self._nc: NatsClient | None = None
@@ -67,21 +73,22 @@ class RemoteWaiters:
         self._serving: set[asyncio.Task[None]] = set()
 
     @property
+    def worker(self) -> str:
+        return self._worker or worker_id()
+
+    @property
     def started(self) -> bool:
         return self._nc is not None
 
     async def start(self, client: NatsClient, instance_id: str) -> None:
         self._nc, self._instance = client, instance_id
         subject = waiter_subject(instance_id, self.kind, self.worker)
-        self._subscription = await client.subscribe(subject, cb=self._heard)
-        await client.flush()
+        self._subscription = await serve_subject(client, subject, self._heard)
 
     async def stop(self) -> None:
         """Stop taking hand-overs; those in flight end with their waiters (bounded)."""
-        if self._subscription is not None:
-            with contextlib.suppress(Exception):
-                await self._subscription.unsubscribe()
-            self._subscription = None
+        await leave_subject(self._subscription)
+        self._subscription = None
         if self._serving:
             await asyncio.wait(self._serving, timeout=self.confirm_wait_s + 1)
         for task in self._serving:

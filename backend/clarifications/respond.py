@@ -54,7 +54,7 @@ from backend.orchestrator.resume import DispatchTicket
 from backend.orchestrator.service import Orchestrator
 from backend.projections.summaries import TaskSummaries
 from backend.vocabulary import MessageType, RequestStatus
-from backend.workers import WORKER_ID
+from backend.workers import worker_id
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ class Responder:
             except asyncio.CancelledError as error:
                 cancelled = error
             confirmed = _result_or_none(outcome.confirmation)
-        elif self.remote is not None and facts.live_worker not in (None, WORKER_ID):
+        elif self.remote is not None and facts.live_worker not in (None, worker_id()):
             assert facts.live_worker is not None
             result, cancelled = await self.remote.deliver(
                 facts.live_worker, facts.pending_id, outcome

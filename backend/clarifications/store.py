@@ -17,7 +17,7 @@ from backend.db.tables import messages
 from backend.ids import new_id
 from backend.request_evidence import constant, is_pending_row, pending_id
 from backend.vocabulary import MessageType, RequestStatus
-from backend.workers import owner_stamp
+from backend.workers import DeadOwners, owner_stamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +106,26 @@ async def detach(
     stmt = (
         update(messages)
         .where(*where)
+        .values(metadata=json_merge(messages.c.metadata, {"agent_disconnected": True}))
+        .returning(*messages.c)
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]
+
+
+async def detach_orphans(conn: AsyncConnection, owners: DeadOwners) -> list[dict[str, Any]]:
+    """:func:`detach` the current-turn questions whose waiting worker is gone (``owners``):
+    its agents went with it, so nobody waits for these answers any more. Like a disconnect,
+    only not-yet-detached rows change, and only those are returned (to be announced)."""
+    not_detached = not_(json_flag(messages.c.metadata, "agent_disconnected"))
+    stmt = (
+        update(messages)
+        .where(
+            _is_clarification(),
+            is_pending_row(messages),
+            not_detached,
+            owners.where(messages.c.metadata),
+            messages.c.turn_id == current_turn_id(messages.c.session_id),
+        )
         .values(metadata=json_merge(messages.c.metadata, {"agent_disconnected": True}))
         .returning(*messages.c)
     )

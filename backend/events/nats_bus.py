@@ -16,20 +16,20 @@ tolerates (the next read converges).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import nats
 import orjson
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
-from sqlalchemy import select
+from nats.aio.subscription import Subscription as NatsSubscription
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from backend.db.engine import read_tx
-from backend.db.tables import meta
+from backend.db.meta import meta_row
 from backend.events.bus import QUEUE_LIMIT, Event, InMemoryEventBus, Subscription
 from backend.vocabulary import MetaKey
 
@@ -42,6 +42,23 @@ class BusUnavailable(RuntimeError):
     """No NATS server answered at start-up."""
 
 
+async def serve_subject(
+    client: NatsClient, subject: str, handler: Callable[[Msg], Awaitable[None]]
+) -> NatsSubscription:
+    """Subscribe ``handler`` to ``subject`` and wait until the server has it (a worker
+    announces itself only once others can reach it)."""
+    subscription = await client.subscribe(subject, cb=handler)
+    await client.flush()
+    return subscription
+
+
+async def leave_subject(subscription: NatsSubscription | None) -> None:
+    """Unsubscribe, ignoring a connection already gone (stopping must not fail on it)."""
+    if subscription is not None:
+        with contextlib.suppress(Exception):
+            await subscription.unsubscribe()
+
+
 def events_subject(instance_id: str) -> str:
     return f"kandev.{instance_id}.events"
 
@@ -51,8 +68,9 @@ class NatsEventBus:
         self.url = url
         #: This worker's subscribers.
         self.local = InMemoryEventBus(queue_limit)
-        #: Names this worker in its messages, so it skips its own echo.
-        self.origin = uuid.uuid4().hex
+        #: Names this worker in its messages, so it skips its own echo. Drawn when the bus
+        #: starts, not when it is built: a bus built before its server forked is one per child.
+        self.origin = ""
         self._nc: NatsClient | None = None
         self._subject = ""
 
@@ -65,6 +83,7 @@ class NatsEventBus:
 
     async def start(self, instance_id: str) -> None:
         self._subject = events_subject(instance_id)
+        self.origin = uuid.uuid4().hex
         try:
             # The client retries a first connection too; start-up must not wait forever.
             async with asyncio.timeout(CONNECT_TIMEOUT_S * 2):
@@ -119,6 +138,8 @@ class NatsEventBus:
         log.warning("NATS: %r", error)
 
     async def _on_disconnected(self) -> None:
+        if self._nc is None or self._nc.is_draining or self._nc.is_closed:
+            return  # our own close (drain), not a lost connection
         log.warning("NATS connection lost; reconnecting")
 
     async def _on_reconnected(self) -> None:
@@ -127,12 +148,8 @@ class NatsEventBus:
 
 async def instance_id(engine: AsyncEngine) -> str:
     """The database's name on shared infrastructure (migration 0005)."""
-    async with read_tx(engine) as conn:
-        value = (
-            await conn.execute(
-                select(meta.c.text_value).where(meta.c.key == MetaKey.INSTANCE_ID.value)
-            )
-        ).scalar_one_or_none()
+    row = await meta_row(engine, MetaKey.INSTANCE_ID)
+    value = row[1] if row is not None else None
     if not value:
         raise RuntimeError("the database has no instance id; run the migrations first")
     return str(value)

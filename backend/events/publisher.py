@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
-from backend.db.tables import sessions
+from backend.authority import Scope
 from backend.events.bus import Event, EventBus
 from backend.projections.revision import RevisionClock
 from backend.projections.sessions import project_sessions
@@ -74,7 +74,7 @@ class EventPublisher:
         """``pending_action`` + revision, or nothing when the projection failed."""
         try:
             await failpoints.hit("events.projection")
-            result = await project_sessions(self.engine, self._clock(), sessions.c.id == session_id)
+            result = await project_sessions(self.engine, self._clock(), Scope.session(session_id))
         except Exception as error:
             log.warning("projection of session %s failed; omitted: %r", session_id, error)
             return {}

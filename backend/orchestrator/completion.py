@@ -19,7 +19,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
-from backend.authority import session_authority
+from backend.authority import Scope, session_authority
 from backend.clarifications import claims
 from backend.clarifications.store import detach
 from backend.clarifications.waiters import WaiterRegistry
@@ -88,7 +88,7 @@ class TurnCompletion:
                 self.waiters.drop(waiter.pending_id)
         await self.detach_and_publish(session_id, turn_id=turn_id)
         async with write_tx(self.engine) as conn:
-            (authority,) = await session_authority(conn, sessions.c.id == session_id)
+            (authority,) = await session_authority(conn, Scope.session(session_id))
             waiting = authority.pending_action is PendingAction.CLARIFICATION
             next_state = SessionState.WAITING_FOR_INPUT if waiting else SessionState.IDLE
             changed = await set_state_for_generation(conn, session_id, generation, next_state)

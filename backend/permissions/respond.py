@@ -41,7 +41,7 @@ from backend.permissions import store
 from backend.permissions.announce import Announcer
 from backend.permissions.requests import chosen_answer
 from backend.vocabulary import MessageType, RequestStatus
-from backend.workers import WORKER_ID
+from backend.workers import worker_id
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class PermissionResponder:
                 cancelled = error
             if confirmation.done() and confirmation.exception() is None:  # (never cancelled)
                 confirmed = confirmation.result()
-        elif self.remote is not None and owner not in (None, WORKER_ID):
+        elif self.remote is not None and owner not in (None, worker_id()):
             assert owner is not None
             result, cancelled = await self.remote.deliver(owner, bundle_id, handoff)
             if result == CONFIRMED:

@@ -22,7 +22,8 @@ from typing import Self
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from backend.db.engine import read_tx, write_tx
+from backend.db.engine import write_tx
+from backend.db.meta import meta_row
 from backend.db.tables import meta
 from backend.models import MetaKey
 
@@ -107,12 +108,7 @@ async def start_clock(engine: AsyncEngine) -> RevisionClock:
 
 async def current_epoch(engine: AsyncEngine) -> int:
     """The database's epoch as it stands (the shared clock never moves it)."""
-    async with read_tx(engine) as conn:
-        epoch = (
-            await conn.execute(
-                select(meta.c.int_value).where(meta.c.key == MetaKey.PROJECTION_EPOCH.value)
-            )
-        ).scalar_one_or_none()
-    if epoch is None:
+    row = await meta_row(engine, MetaKey.PROJECTION_EPOCH)
+    if row is None:
         raise DatabaseNotMigratedError("projection epoch row missing; run the migrations first")
-    return int(epoch)
+    return row[0]

@@ -12,9 +12,8 @@ from typing import Any
 
 from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.sql.elements import ColumnElement
 
-from backend.authority import SessionAuthority, session_authority
+from backend.authority import SessionAuthority, Where, as_clause, session_authority
 from backend.db.engine import read_tx
 from backend.db.tables import sessions as sessions_table
 from backend.projections.revision import ProjectionRevision, RevisionClock
@@ -36,7 +35,7 @@ class SessionProjection:
 async def project_sessions(
     engine: AsyncEngine,
     clock: RevisionClock,
-    sessions_where: ColumnElement[bool],
+    sessions_where: Where,
     *,
     revision: ProjectionRevision | None = None,
     with_rows: bool = False,
@@ -48,7 +47,7 @@ async def project_sessions(
         authority = await session_authority(conn, sessions_where)
         rows: list[Row[Any]] = []
         if with_rows:
-            query = select(sessions_table).where(sessions_where)
+            query = select(sessions_table).where(as_clause(sessions_where))
             ordered = query.order_by(sessions_table.c.created_at, sessions_table.c.id)
             rows = list((await conn.execute(ordered)).all())
     return SessionProjection(revision=revision, sessions=authority, rows=rows)

@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
 from backend import failpoints
-from backend.authority import task_pending_actions
+from backend.authority import Scope, task_pending_actions
 from backend.clock import utcnow
 from backend.db.engine import read_tx, write_tx
 from backend.db.tables import sessions, summaries, tasks
@@ -279,15 +279,15 @@ async def _load(conn: AsyncConnection, task_ids: list[str]) -> dict[str, Summary
 
 async def _pending_fields(conn: AsyncConnection, task_ids: list[str]) -> dict[str, Fields]:
     """What a read repairs: ``pending_action`` only (other fields belong to refreshes)."""
-    truth = await task_pending_actions(conn, tasks.c.id.in_(task_ids))
+    truth = await task_pending_actions(conn, Scope.tasks(task_ids))
     return {t: (("pending_action", truth[t].value if t in truth else None),) for t in task_ids}
 
 
 async def _all_fields(conn: AsyncConnection, task_ids: list[str]) -> dict[str, Fields]:
     """Every derived field of the tasks that (still) exist."""
-    where = tasks.c.id.in_(task_ids)
-    existing = [r.id for r in await conn.execute(select(tasks.c.id).where(where))]
-    truth = await task_pending_actions(conn, where)
+    found = await conn.execute(select(tasks.c.id).where(tasks.c.id.in_(task_ids)))
+    existing = [r.id for r in found]
+    truth = await task_pending_actions(conn, Scope.tasks(task_ids))
     owners = await _session_owners(conn, existing)
     wanted: dict[str, Fields] = {}
     for task_id in existing:

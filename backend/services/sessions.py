@@ -13,11 +13,11 @@ from sqlalchemy import delete, select
 
 from backend import failpoints
 from backend.access import Caller, visible_session, visible_task
-from backend.authority import visible_turns
+from backend.authority import Scope, Where, visible_turns
 from backend.authority.bundles import AnyWaiters
 from backend.clarifications.views import active_bundle_views
 from backend.db.engine import read_tx, write_tx
-from backend.db.tables import messages, sessions
+from backend.db.tables import messages
 from backend.errors import NotFound, UnknownAgentProfile
 from backend.projections.revision import ProjectionRevision
 from backend.projections.sessions import project_sessions
@@ -27,7 +27,7 @@ from backend.vocabulary import SessionState
 
 
 async def _session_views(
-    runtime: Runtime, where: Any, revision: ProjectionRevision | None = None
+    runtime: Runtime, where: Where, revision: ProjectionRevision | None = None
 ) -> list[dict[str, Any]]:
     """Sessions with their authoritative ``pending_action``, stamped with their projection's
     revision (see :func:`backend.projections.sessions.project_sessions`)."""
@@ -51,14 +51,14 @@ async def task_session_list(runtime: Runtime, caller: Caller, task_id: str) -> l
         await visible_task(conn, caller, task_id)
     revision = await runtime.revisions.reserve()
     await failpoints.hit("sessions.list")  # between the reservation and the read it labels
-    views = await _session_views(runtime, sessions.c.task_id == task_id, revision)
+    views = await _session_views(runtime, Scope.task(task_id), revision)
     # Between the read and the response: what was read is already history when it arrives.
     await failpoints.hit("sessions.list.after_read")
     return views
 
 
 async def _one_session(runtime: Runtime, session_id: str) -> dict[str, Any]:
-    views = await _session_views(runtime, sessions.c.id == session_id)
+    views = await _session_views(runtime, Scope.session(session_id))
     if not views:
         raise NotFound("no such session")
     return views[0]

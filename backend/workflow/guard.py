@@ -22,7 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend import failpoints
-from backend.authority import session_pending_actions
+from backend.authority import Scope, session_pending_actions
 from backend.db.json import json_text
 from backend.db.tables import messages, sessions, tasks
 from backend.errors import Conflict, DomainError
@@ -97,7 +97,7 @@ async def blocking_sessions(conn: AsyncConnection, task_id: str) -> list[str]:
     """
     try:
         await failpoints.hit(GUARD_FAILPOINT)
-        actions = await session_pending_actions(conn, sessions.c.task_id == task_id)
+        actions = await session_pending_actions(conn, Scope.task(task_id))
         claimed = await sessions_with_held_claims(conn, task_id)
     except Exception as error:
         log.warning("workflow guard of task %s could not read active state: %r", task_id, error)

@@ -19,23 +19,23 @@ from backend.events import InMemoryEventBus
 from backend.orchestrator.admission import DISPATCH_UNACKNOWLEDGED
 from backend.recovery import recover
 from backend.workers import (
-    WORKER_ID,
     WORKER_KEY,
     OtherProcessHoldsDatabase,
     SingleProcessLock,
     WorkerPresence,
+    worker_id,
 )
 from tests.support.builders import World
 
 _OTHER_WORKER = (
     "import asyncio, sys\n"
     "from backend.db.engine import create_engine\n"
-    "from backend.workers import WORKER_ID, WorkerPresence, SingleProcessLock\n"
+    "from backend.workers import worker_id, WorkerPresence, SingleProcessLock\n"
     "async def main():\n"
     "    engine = create_engine(sys.argv[1])\n"
     "    held = WorkerPresence(engine) if sys.argv[2] == 'pg' else SingleProcessLock(engine)\n"
     "    await held.start()\n"
-    "    print(WORKER_ID, flush=True)\n"
+    "    print(worker_id(), flush=True)\n"
     "    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)\n"
     "asyncio.run(main())\n"
 )
@@ -78,7 +78,7 @@ async def test_a_starting_worker_recovers_only_the_work_of_workers_that_are_gone
     await here.start()
     other, other_id = await _other_process(database_url, "pg")
     try:
-        assert {WORKER_ID, other_id} <= await here.live_workers()
+        assert {worker_id(), other_id} <= await here.live_workers()
         world = World(engine)
         live_work = await _unacknowledged_turn(world, other_id)
         dead_work = await _unacknowledged_turn(world, "12345")  # a worker nobody runs
@@ -106,7 +106,7 @@ async def test_a_starting_worker_recovers_only_the_work_of_workers_that_are_gone
     observer = WorkerPresence(engine)
     observer._conn = await engine.connect()
     try:
-        assert WORKER_ID not in await observer.live_workers()
+        assert worker_id() not in await observer.live_workers()
     finally:
         await observer.stop()
 
@@ -152,3 +152,23 @@ async def test_a_second_process_on_one_sqlite_database_is_refused(database_url, 
     await second.start()
     await first.stop()
     await second.stop()
+
+
+def test_a_forked_worker_draws_its_own_identity():
+    """A server that forks workers after importing the app gives each its own identity (one
+    shared advisory-lock key would make them take each other's waiters for their own)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    parent, child = context.Pipe()
+    process = context.Process(target=_report_worker_id, args=(child,))
+    process.start()
+    forked = parent.recv()
+    process.join(10)
+    assert process.exitcode == 0
+    assert forked != worker_id()
+    assert int(forked) > 0
+
+
+def _report_worker_id(pipe) -> None:
+    pipe.send(worker_id())

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+import psutil
 
 from backend.config import PROJECT_ROOT
 
@@ -92,6 +93,12 @@ class ServiceProcess:
             await eventually(ready, within_s=START_DEADLINE_S, interval=0.05)
 
     @property
+    def pid(self) -> int:
+        """The service's process id (also its process group's)."""
+        assert self._proc is not None
+        return self._proc.pid
+
+    @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
 
@@ -152,3 +159,19 @@ class BackendProcess(ServiceProcess):
 
     async def healthy(self, client: httpx.AsyncClient) -> bool:
         return (await client.get("/api/v1/health")).status_code == 200
+
+
+def agent_processes(pid: int) -> list[psutil.Process]:
+    """The mock agent processes under process ``pid``."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [c for c in children if "backend.agents.mock_acp" in " ".join(_cmdline(c))]
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []

@@ -6,13 +6,17 @@ each request."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+import websockets.asyncio.client
+from websockets.asyncio.client import ClientConnection
 
 from tests.support.processes import BackendProcess, eventually
 
@@ -57,10 +61,40 @@ class Worker:
         assert response.status_code == 201, response.text
         return str(response.json()["id"])
 
+    @asynccontextmanager
+    async def events(self) -> AsyncIterator[ClientConnection]:
+        """A WebSocket client of this worker's event stream."""
+        url = self.process.url.replace("http://", "ws://") + "/api/v1/events"
+        async with websockets.asyncio.client.connect(url, open_timeout=10) as socket:
+            yield socket
+
     async def session_state(self, task_id: str, session_id: str) -> str:
         response = await self.http.get(f"/api/v1/tasks/{task_id}/task-sessions")
         (session,) = [s for s in response.json()["sessions"] if s["id"] == session_id]
         return str(session["state"])
+
+
+async def heard(
+    socket: ClientConnection,
+    event_type: str,
+    session_id: str,
+    matches: Callable[[dict], bool],
+    within_s: float = 20,
+) -> dict:
+    """The first ``event_type`` frame about ``session_id`` whose message ``matches``."""
+
+    async def first() -> dict:
+        while True:
+            frame = json.loads(await socket.recv())
+            data = frame["data"]
+            if (
+                frame["type"] == event_type
+                and data.get("session_id") == session_id
+                and matches(data["message"])
+            ):
+                return frame
+
+    return await asyncio.wait_for(first(), within_s)
 
 
 class Workers:
@@ -71,9 +105,9 @@ class Workers:
         self.record = tmp_path / "prompts.jsonl"
         self.running: list[Worker] = []
 
-    async def start(self) -> Worker:
+    async def start(self, **env: str) -> Worker:
         process = BackendProcess(
-            self.tmp_path, self.database_url, self.record, KANDEV_NATS_URL=self.nats_url
+            self.tmp_path, self.database_url, self.record, KANDEV_NATS_URL=self.nats_url, **env
         )
         await process.start()
         worker = Worker(process, httpx.AsyncClient(base_url=process.url, timeout=30))
@@ -111,6 +145,20 @@ async def live_question(worker: Worker, task_id: str, script: str) -> tuple[str,
     (bundle,) = await eventually(
         lambda: worker.bundles(session),
         lambda b: len(b) == 1 and b[0]["state"] == "active_live",  # its waiter is registered
+        within_s=20,
+    )
+    return session, bundle
+
+
+async def detached_question(
+    worker: Worker, observer: Worker, task_id: str, question: str
+) -> tuple[str, dict]:
+    """A session started on ``worker`` whose agent stopped waiting for its question at once
+    (the agent process lives on), as ``observer`` lists it."""
+    session = await worker.start_session(task_id, question + "\n/disconnect")
+    (bundle,) = await eventually(
+        lambda: observer.bundles(session),
+        lambda b: len(b) == 1 and b[0]["state"] == "active_detached",
         within_s=20,
     )
     return session, bundle

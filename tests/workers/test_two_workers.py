@@ -5,15 +5,14 @@ answered as a detached question; events from either worker reach the other's cli
 from __future__ import annotations
 
 import asyncio
-import json
 
 import httpx
+import psutil
 import pytest
-import websockets.asyncio.client
 
 from tests.support.builders import World
-from tests.support.processes import eventually
-from tests.workers.conftest import Workers, live_question
+from tests.support.processes import agent_processes, eventually
+from tests.workers.conftest import Workers, detached_question, heard, live_question
 
 
 @pytest.mark.scenario("S01")
@@ -96,8 +95,17 @@ async def test_a_question_whose_worker_died_is_answered_as_a_detached_one(worker
     holder, other = await workers.start(), await workers.start()
     task = await World(engine).task()
     session, _ = await live_question(holder, task, "/ask Survive? | yes | no")
-
-    await holder.process.kill()  # its advisory lock goes with its connection
+    async with other.events() as socket:
+        await holder.process.kill()  # its advisory lock goes with its connection
+        # The survivor's sweep detaches it as after a disconnect, and its clients hear it.
+        frame = await heard(
+            socket,
+            "session.message.updated",
+            session,
+            lambda message: bool(message["metadata"].get("agent_disconnected")),
+        )
+    assert frame["data"]["message"]["metadata"]["status"] == "pending"
+    assert frame["data"]["pending_action"] == "clarification"
 
     (seen,) = await eventually(
         lambda: other.bundles(session), lambda b: b and b[0]["state"] == "active_detached"
@@ -116,21 +124,14 @@ async def test_a_question_asked_on_one_worker_is_announced_to_the_others_clients
 ):
     holder, other = await workers.start(), await workers.start()
     task = await World(engine).task()
-    url = other.process.url.replace("http://", "ws://") + "/api/v1/events"
-    async with websockets.asyncio.client.connect(url, open_timeout=10) as socket:
+    async with other.events() as socket:
         session = await holder.start_session(task, "/ask Heard? | yes | no\n/wait 600")
-
-        async def question_heard() -> dict:
-            while True:
-                frame = json.loads(await socket.recv())
-                if (
-                    frame["type"] == "session.message.added"
-                    and frame["data"]["session_id"] == session
-                    and frame["data"]["message"]["type"] == "clarification_request"
-                ):
-                    return frame
-
-        frame = await asyncio.wait_for(question_heard(), 20)
+        frame = await heard(
+            socket,
+            "session.message.added",
+            session,
+            lambda message: message["type"] == "clarification_request",
+        )
     assert frame["data"]["task_id"] == task
     assert frame["data"]["pending_action"] == "clarification"
 
@@ -144,12 +145,7 @@ async def test_a_worker_killed_mid_answer_leaves_the_question_to_the_other_worke
     leftovers without a restart (its sweep), and the answer sent again resumes the agent once."""
     doomed, survivor = await workers.start(), await workers.start()
     task = await World(engine).task()
-    session = await doomed.start_session(task, "/ask Survive? | yes | no\n/disconnect")
-    (bundle,) = await eventually(
-        lambda: survivor.bundles(session),
-        lambda b: len(b) == 1 and b[0]["state"] == "active_detached",
-        within_s=20,
-    )
+    session, bundle = await detached_question(doomed, survivor, task, "/ask Survive? | yes | no")
     armed = await doomed.http.put(f"/api/v1/_test/failpoints/{point}", json={"action": "crash"})
     assert armed.status_code == 204
     with pytest.raises(httpx.HTTPError):
@@ -172,3 +168,25 @@ async def test_a_worker_killed_mid_answer_leaves_the_question_to_the_other_worke
     assert len(workers.prompts(session)) == 2  # the question's prompt, then exactly one resume
     retry = await survivor.respond(again)
     assert (retry.status_code, retry.json()["state"]) == (409, "terminal")
+
+
+async def test_a_session_resumed_on_another_worker_keeps_one_agent_process(
+    workers: Workers, engine
+):
+    holder, other = await workers.start(), await workers.start()
+    task = await World(engine).task()
+    # The agent stopped waiting: its question is detached, its process idles on the holder.
+    session, bundle = await detached_question(holder, other, task, "/ask Move? | yes | no")
+    (first,) = agent_processes(holder.process.pid)
+
+    response = await other.respond(bundle)
+    assert response.status_code == 200, response.text
+    assert response.json()["outcome"] == "resumed"
+    await eventually(
+        lambda: other.agent_replies(session), lambda r: r == ["Got: Move?: yes"], within_s=30
+    )
+    # The resume started the session's agent on the other worker; the first one ended.
+    assert len(agent_processes(other.process.pid)) == 1
+    gone, alive = psutil.wait_procs([first], timeout=10)
+    assert gone and not alive, "the session kept its first agent beside the new one"
+    assert holder.process.running
