@@ -151,8 +151,6 @@ class Runtime:
                 await self.bus.start(instance)
                 await self.handover.start(self.bus.client, instance)
                 await self.permissions.remote.start(self.bus.client, instance)
-                if self.agent_control is not None:
-                    await self.agent_control.peers.start(self.bus.client, instance)
         except BaseException:
             await self._stop_handovers()
             await self._close_bus()
@@ -244,8 +242,6 @@ class Runtime:
     async def _stop_handovers(self) -> None:
         await self.handover.stop()
         await self.permissions.remote.stop()
-        if self.agent_control is not None:
-            await self.agent_control.peers.stop()
 
     async def _close_bus(self) -> None:
         if isinstance(self.bus, NatsEventBus):

@@ -59,7 +59,6 @@ from backend.agents.elicitation import (
     cancelled,
 )
 from backend.agents.lifetime import die_with_backend
-from backend.agents.peers import AgentPeers
 from backend.agents.profiles import MOCK, MOCK_RECORD_ENV, AgentProfile
 from backend.errors import DomainError
 from backend.orchestrator.dispatch import (
@@ -191,9 +190,6 @@ class AcpExecutor(PromptDispatcher):
         self._launches: dict[str, asyncio.Task[_Agent]] = {}
         #: ACP session ids of sessions whose process died: ``session/load`` resumes them.
         self._previous: dict[str, str] = {}
-        #: The other workers (several workers on NATS): told of each launch, so a session
-        #: keeps one agent process (unstarted, it does nothing: one process).
-        self.peers = AgentPeers(self.release)
 
     def attach(self, sink: AgentSink) -> None:
         self._sink = sink
@@ -267,7 +263,6 @@ class AcpExecutor(PromptDispatcher):
         profile = self.profiles.get(name)
         if profile is None:
             raise PromptRejected(f"there is no agent profile {name!r}")
-        await self.peers.launching(prompt.session_id)
         try:
             process = await asyncio.create_subprocess_exec(
                 *profile.command,
@@ -538,17 +533,6 @@ class AcpExecutor(PromptDispatcher):
                 await agent.conn.close()
         if agent.stderr_reader is not None:
             agent.stderr_reader.cancel()
-
-    async def release(self, session_id: str) -> None:
-        """Another worker started ``session_id``'s agent for a newer turn: end ours (its
-        running prompt is cancelled first, as for a newer turn here)."""
-        agent = self._agents.pop(session_id, None)
-        if agent is None:
-            return
-        log.info("agent of session %s ended: the session moved to another worker", session_id)
-        async with agent.lock:
-            await self._end_running(agent)
-        await self._stop_process(agent)
 
     async def aclose(self) -> None:
         """Stop every agent (their running turns end without completing here: start-up

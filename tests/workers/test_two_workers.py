@@ -7,11 +7,10 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-import psutil
 import pytest
 
 from tests.support.builders import World
-from tests.support.processes import agent_processes, eventually
+from tests.support.processes import eventually
 from tests.workers.conftest import Workers, detached_question, heard, live_question
 
 
@@ -168,25 +167,3 @@ async def test_a_worker_killed_mid_answer_leaves_the_question_to_the_other_worke
     assert len(workers.prompts(session)) == 2  # the question's prompt, then exactly one resume
     retry = await survivor.respond(again)
     assert (retry.status_code, retry.json()["state"]) == (409, "terminal")
-
-
-async def test_a_session_resumed_on_another_worker_keeps_one_agent_process(
-    workers: Workers, engine
-):
-    holder, other = await workers.start(), await workers.start()
-    task = await World(engine).task()
-    # The agent stopped waiting: its question is detached, its process idles on the holder.
-    session, bundle = await detached_question(holder, other, task, "/ask Move? | yes | no")
-    (first,) = agent_processes(holder.process.pid)
-
-    response = await other.respond(bundle)
-    assert response.status_code == 200, response.text
-    assert response.json()["outcome"] == "resumed"
-    await eventually(
-        lambda: other.agent_replies(session), lambda r: r == ["Got: Move?: yes"], within_s=30
-    )
-    # The resume started the session's agent on the other worker; the first one ended.
-    assert len(agent_processes(other.process.pid)) == 1
-    gone, alive = psutil.wait_procs([first], timeout=10)
-    assert gone and not alive, "the session kept its first agent beside the new one"
-    assert holder.process.running
