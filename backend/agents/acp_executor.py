@@ -58,7 +58,6 @@ from backend.agents.elicitation import (
     UnsupportedForm,
     cancelled,
 )
-from backend.agents.lifetime import die_with_backend
 from backend.agents.profiles import MOCK, MOCK_RECORD_ENV, AgentProfile
 from backend.errors import DomainError
 from backend.orchestrator.dispatch import (
@@ -272,7 +271,6 @@ class AcpExecutor(PromptDispatcher):
                 env={**os.environ, **profile.env},
                 cwd=profile.cwd,
                 limit=STDIO_LIMIT_BYTES,
-                preexec_fn=die_with_backend(),
             )
         except OSError as error:
             raise PromptRejected(f"the agent {name!r} could not start: {error}") from error

@@ -18,7 +18,6 @@ import asyncio
 import json
 import logging
 import os
-import time
 import uuid
 from typing import Any
 
@@ -75,9 +74,7 @@ from backend.clock import utcnow
 log = logging.getLogger(__name__)
 
 WAIT_ENV = "KANDEV_CLARIFICATION_WAIT_S"
-#: Seconds the mock outlives the end of its stdin, as agents that never read
-#: it again do (tests of ``backend/agents/lifetime.py`` need one).
-LINGER_ENV = "KANDEV_MOCK_LINGER_S"
+
 CLARIFICATION_TOOL = "ask_user_clarification"
 
 
@@ -338,9 +335,6 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     wait = float(os.environ.get(WAIT_ENV, DEFAULT_WAIT_S))
     asyncio.run(run_agent(MockAcpAgent(os.environ.get(MOCK_RECORD_ENV), wait)))
-    linger = float(os.environ.get(LINGER_ENV, "0"))
-    if linger:
-        time.sleep(linger)
 
 
 if __name__ == "__main__":

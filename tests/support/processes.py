@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
-import psutil
 
 from backend.config import PROJECT_ROOT
 
@@ -159,19 +158,3 @@ class BackendProcess(ServiceProcess):
 
     async def healthy(self, client: httpx.AsyncClient) -> bool:
         return (await client.get("/api/v1/health")).status_code == 200
-
-
-def agent_processes(pid: int) -> list[psutil.Process]:
-    """The mock agent processes under process ``pid``."""
-    try:
-        children = psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    return [c for c in children if "backend.agents.mock_acp" in " ".join(_cmdline(c))]
-
-
-def _cmdline(process: psutil.Process) -> list[str]:
-    try:
-        return process.cmdline()
-    except psutil.Error:
-        return []
