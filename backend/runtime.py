@@ -233,7 +233,11 @@ class Runtime:
         async with write_tx(self.engine) as conn:
             rows = await detach_orphans(conn, owners)
         for row in rows:
-            await self.events.message("session.message.updated", row)
+            # Committed already: a lost announcement only delays clients to their next read.
+            try:
+                await self.events.message("session.message.updated", row)
+            except Exception as error:
+                log.warning("detached question %s not announced: %r", row["id"], error)
 
     async def _leave(self) -> None:
         if self.presence is not None:

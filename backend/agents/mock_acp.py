@@ -74,7 +74,6 @@ from backend.clock import utcnow
 log = logging.getLogger(__name__)
 
 WAIT_ENV = "KANDEV_CLARIFICATION_WAIT_S"
-
 CLARIFICATION_TOOL = "ask_user_clarification"
 
 

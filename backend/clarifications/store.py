@@ -95,37 +95,34 @@ async def detach(
     Returns only the rows this statement changed, so callers publish exactly those: a second
     pass (or a pass racing an answer or a newer turn) changes and publishes nothing.
     """
-    where = [
-        _current_turn_pending(session_id),
-        not_(json_flag(messages.c.metadata, "agent_disconnected")),
-    ]
+    where = [_current_turn_pending(session_id)]
     if bundle_id is not None:
         where.append(pending_id(messages) == bundle_id)
     if turn_id is not None:
         where.append(messages.c.turn_id == turn_id)
-    stmt = (
-        update(messages)
-        .where(*where)
-        .values(metadata=json_merge(messages.c.metadata, {"agent_disconnected": True}))
-        .returning(*messages.c)
-    )
-    return [dict(row._mapping) for row in await conn.execute(stmt)]
+    return await _mark_detached(conn, where)
 
 
 async def detach_orphans(conn: AsyncConnection, owners: DeadOwners) -> list[dict[str, Any]]:
-    """:func:`detach` the current-turn questions whose waiting worker is gone (``owners``):
-    its agents went with it, so nobody waits for these answers any more. Like a disconnect,
-    only not-yet-detached rows change, and only those are returned (to be announced)."""
-    not_detached = not_(json_flag(messages.c.metadata, "agent_disconnected"))
-    stmt = (
-        update(messages)
-        .where(
+    """:func:`detach` every session's current-turn questions whose waiting worker is gone
+    (``owners``): nobody holds their wait any more."""
+    return await _mark_detached(
+        conn,
+        [
             _is_clarification(),
             is_pending_row(messages),
-            not_detached,
             owners.where(messages.c.metadata),
             messages.c.turn_id == current_turn_id(messages.c.session_id),
-        )
+        ],
+    )
+
+
+async def _mark_detached(conn: AsyncConnection, where: list[Any]) -> list[dict[str, Any]]:
+    """The one detach statement: only rows not yet detached change, and only those are
+    returned (to be announced once)."""
+    stmt = (
+        update(messages)
+        .where(*where, not_(json_flag(messages.c.metadata, "agent_disconnected")))
         .values(metadata=json_merge(messages.c.metadata, {"agent_disconnected": True}))
         .returning(*messages.c)
     )
