@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from backend.config import Settings, get_settings
+from backend.db import postgres_pool, sqlite_driver
 
 _SQLITE_BEGIN = "kandev_sqlite_begin"
 
@@ -68,7 +69,7 @@ def configure_sqlite(sync_engine: Any, busy_timeout_ms: int) -> None:
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get(_SQLITE_BEGIN, "DEFERRED")
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        conn.connection.dbapi_connection.begin(mode)  # type: ignore[union-attr]
 
 
 def create_engine(url: str, settings: Settings | None = None) -> AsyncEngine:
@@ -76,21 +77,32 @@ def create_engine(url: str, settings: Settings | None = None) -> AsyncEngine:
     url = async_url(url)
     if is_sqlite(url):
         _ensure_sqlite_dir(url)
-        # Pre-ping: a pooled aiosqlite connection can have been stopped underneath the pool
-        # (aiosqlite's terminate path, taken when a check-in is cancelled); the ping finds it
-        # and the pool replaces it, instead of the next transaction failing with "no active
-        # connection". It costs one round trip to the connection's thread per check-out.
-        engine = create_async_engine(url, pool_size=settings.db_pool_size, pool_pre_ping=True)
+        # One thread round trip per statement, none for check-out and check-in
+        # (backend/db/sqlite_driver.py). The pool's pre-ping and reset-on-return are replaced
+        # by trip-free hooks: a pooled aiosqlite connection stopped underneath the pool
+        # (aiosqlite's terminate path, taken when a check-in is cancelled) is still replaced
+        # at check-out instead of failing the next transaction with "no active connection".
+        engine = create_async_engine(
+            url,
+            module=sqlite_driver.OneTripDbapi(),
+            pool_size=settings.db_pool_size,
+            pool_pre_ping=False,
+            pool_reset_on_return=None,
+        )
+        sqlite_driver.install_pool_hooks(engine.sync_engine)
         configure_sqlite(engine.sync_engine, settings.sqlite_busy_timeout_ms)
         return engine
     # JIT compilation costs tens of milliseconds per statement and never pays off for the
-    # short index-driven queries this application runs.
-    return create_async_engine(
+    # short index-driven queries this application runs. The pre-ping's round trip per
+    # check-out is replaced by a local look at the socket (backend/db/postgres_pool.py).
+    engine = create_async_engine(
         url,
         pool_size=settings.db_pool_size,
-        pool_pre_ping=True,
+        pool_pre_ping=False,
         connect_args={"options": "-c jit=off"},
     )
+    postgres_pool.install_pool_hooks(engine.sync_engine)
+    return engine
 
 
 @lru_cache(maxsize=1)

@@ -54,8 +54,12 @@ async def test_predecessor_ready_event_cannot_complete_the_reserved_successor(li
     failpoints.clear("resume.after_attempt_mark")
     assert (await responding)[1]["outcome"] == "resumed"
     await idle(live, task, session)
-    history = await turns(live, session)
-    assert all(t["completed_at"] is not None for t in history) and len(history) == 2
+    # The stale ready event closes its own turn as history once the reservation resolved,
+    # which may be after the successor's completion made the session idle.
+    await eventually(
+        lambda: turns(live, session),
+        lambda ts: len(ts) == 2 and all(t["completed_at"] is not None for t in ts),
+    )
     assert await agent_replies(live, session) == ["Got: Overlap?: yes"]
     paused = [e for e in live.events_of("turn.completed") if e.data["turn_id"] == asking]
     assert paused == []  # the stale pause ran no completion action (no event, no state)
