@@ -69,7 +69,10 @@ def configure_sqlite(sync_engine: Any, busy_timeout_ms: int) -> None:
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get(_SQLITE_BEGIN, "DEFERRED")
-        conn.connection.dbapi_connection.begin(mode)  # type: ignore[union-attr]
+        # Through SQLAlchemy, not the driver directly: a failure or a cancellation here must
+        # reach its error handling, which invalidates the connection (a cancelled BEGIN
+        # IMMEDIATE may still take the write lock on the connection's thread afterwards).
+        conn.exec_driver_sql(f"BEGIN {mode}")
 
 
 def create_engine(url: str, settings: Settings | None = None) -> AsyncEngine:

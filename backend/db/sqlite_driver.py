@@ -10,7 +10,7 @@ trips were most of the event loop's database cost.
 This adaptation keeps aiosqlite and its thread (nothing blocks the loop) but:
 
 - runs a whole statement (cursor, execute, fetch every row, close) as **one** call on the
-  connection's thread (:class:`OneTripCursor`);
+  connection's thread (:class:`OneTripCursor`), ``BEGIN`` included;
 - skips the check-in ``ROLLBACK`` when SQLite says no transaction is open
   (``sqlite3.Connection.in_transaction``, which ``sqlite3`` itself checks before rolling back,
   so the outcome is the same, minus the trip);
@@ -64,10 +64,6 @@ def _run_many(driver: aiosqlite.Connection, operation: str, rows: Sequence[Any])
         return cursor.description, [], cursor.rowcount, cursor.lastrowid
     finally:
         cursor.close()
-
-
-def _exec_plain(driver: aiosqlite.Connection, sql: str) -> None:
-    driver._conn.execute(sql)
 
 
 class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
@@ -135,24 +131,13 @@ class OneTripConnection(AsyncAdapt_aiosqlite_connection):
     def is_alive(self) -> bool:
         """The connection's thread runs and its SQLite connection is open (no trip)."""
         driver = self._connection
-        return bool(
-            getattr(driver, "_running", False)
-            and getattr(driver, "_connection", None) is not None
-            and driver._thread.is_alive()
-        )
+        return driver._running and driver._connection is not None and driver._thread.is_alive()
 
     def in_transaction(self) -> bool:
         """Whether SQLite holds a transaction open on this connection (read without a trip:
         the flag is the library's autocommit state, and no statement runs on a connection
         the pool is checking in)."""
         return self.is_alive() and bool(self._connection._conn.in_transaction)
-
-    def begin(self, mode: str) -> None:
-        """``BEGIN <mode>`` in one trip (SQLAlchemy's driver-level BEGIN is a no-op here)."""
-        try:
-            await_(self._connection._execute(_exec_plain, self._connection, f"BEGIN {mode}"))
-        except Exception as error:
-            self._handle_exception(error)
 
     def rollback(self) -> None:
         if self.in_transaction():

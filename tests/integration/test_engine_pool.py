@@ -4,6 +4,8 @@ SQLite's trips to its connection thread are one per statement."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +88,9 @@ async def test_a_sqlite_transaction_left_open_is_rolled_back_at_check_in(
 
         def abandon(sync_conn: Any) -> bool:
             adapted = sync_conn.connection.dbapi_connection
-            adapted.begin("IMMEDIATE")
-            adapted.cursor().execute("INSERT INTO t VALUES ('abandoned')")
+            cursor = adapted.cursor()
+            cursor.execute("BEGIN IMMEDIATE")
+            cursor.execute("INSERT INTO t VALUES ('abandoned')")
             return bool(adapted.in_transaction())
 
         def still_open(sync_conn: Any) -> bool:
@@ -121,4 +124,36 @@ async def test_a_postgres_connection_the_server_closed_is_replaced(database_url:
             again = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
         assert again != pid
     finally:
+        await engine.dispose()
+
+
+async def test_a_cancelled_sqlite_begin_leaves_no_write_lock_behind(tmp_path: Path) -> None:
+    """A writer cancelled while its ``BEGIN IMMEDIATE`` waits for the write lock: the BEGIN
+    still runs to its end on the connection's thread, so the connection must be discarded
+    (not pooled holding the lock); the next writer gets through."""
+    path = tmp_path / "cancel.db"
+    engine = create_engine(f"sqlite+aiosqlite:///{path}")
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        async with write_tx(engine) as conn:
+            await conn.execute(text("CREATE TABLE t (v TEXT)"))
+        holder.execute("BEGIN IMMEDIATE")
+
+        async def write() -> None:
+            async with write_tx(engine) as conn:
+                await conn.execute(text("INSERT INTO t VALUES ('cancelled')"))
+
+        waiting = asyncio.create_task(write())
+        await asyncio.sleep(0.3)  # its BEGIN IMMEDIATE waits for the holder
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        holder.execute("COMMIT")  # the abandoned BEGIN may take the lock now
+        async with asyncio.timeout(5):
+            async with write_tx(engine) as conn:
+                await conn.execute(text("INSERT INTO t VALUES ('next')"))
+        async with write_tx(engine) as conn:
+            assert (await conn.execute(text("SELECT v FROM t"))).scalars().all() == ["next"]
+    finally:
+        holder.close()
         await engine.dispose()
