@@ -136,6 +136,9 @@ class TaskSession(SQLModel, table=True):
     #: The agent's own id for this conversation (ACP ``sessionId``): a restarted backend
     #: resumes it with ``session/load``.
     agent_session_id: str | None = Field(default=None, max_length=200)
+    #: The worker running this session's agent, with several workers (``agents/routing.py``):
+    #: every prompt of the session is sent to that worker while it lives.
+    agent_worker: str | None = Field(default=None, max_length=20)
     #: Incremented by every accepted prompt; ready events carry it so stale ones are dropped.
     prompt_generation: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     #: Derived cache of the authoritative projection; never read as pending truth.

@@ -21,6 +21,7 @@ from backend.agent_credentials import AgentCredentials
 from backend.agent_tools import AgentTools
 from backend.agents.acp_executor import AcpExecutor
 from backend.agents.profiles import load_profiles
+from backend.agents.routing import AgentRouter
 from backend.clarifications.handover import RemoteWaiters
 from backend.clarifications.respond import LIVE_CONFIRM_WAIT_S, Responder
 from backend.clarifications.store import detach_orphans
@@ -90,11 +91,18 @@ class Runtime:
             known = ", ".join(sorted(self.profiles))
             raise ValueError(f"unknown agent profile {settings.agent!r} (known: {known})")
         self._owned_executor: AcpExecutor | None = None
+        #: Several workers: each session's prompts go to the worker running its agent.
+        self.router: AgentRouter | None = None
         if dispatcher is None:
             self._owned_executor = AcpExecutor(
                 self.profiles, start_timeout_s=settings.agentctl_ack_timeout_s
             )
             dispatcher = self._owned_executor
+            if self.multi_worker:
+                # The owner's dispatch may wait for a launch, then for the acknowledgement.
+                forward_s = 2 * settings.agentctl_ack_timeout_s + 1
+                self.router = AgentRouter(dispatcher, engine, forward_timeout_s=forward_s)
+                dispatcher = self.router
         #: Read at start (before recovery, which may resume answers to agents).
         self.credentials = AgentCredentials()
         self.orchestrator = Orchestrator(
@@ -117,8 +125,9 @@ class Runtime:
         )
         #: Agents' permission requests, answerable by the user (``backend/permissions``).
         self.permissions = PermissionDesk(engine, self.events, self.summaries)
-        if isinstance(dispatcher, AcpExecutor):
-            dispatcher.attach_permissions(self.permissions)
+        executor = self.router.local if self.router is not None else dispatcher
+        if isinstance(executor, AcpExecutor):
+            executor.attach_permissions(self.permissions)
         self._revisions: RevisionClock | None = None
         #: Several workers: the loop settling dead workers' leftovers (``backend/workers.py``).
         self._sweeper: asyncio.Task[None] | None = None
@@ -137,6 +146,8 @@ class Runtime:
     def agent_control(self) -> AcpExecutor | None:
         """The executor's test controls (the mock's fault point and prompt record)."""
         dispatcher = self.orchestrator.dispatcher
+        if isinstance(dispatcher, AgentRouter):
+            dispatcher = dispatcher.local
         return dispatcher if isinstance(dispatcher, AcpExecutor) else None
 
     async def start(self) -> None:
@@ -151,6 +162,8 @@ class Runtime:
                 await self.bus.start(instance)
                 await self.handover.start(self.bus.client, instance)
                 await self.permissions.remote.start(self.bus.client, instance)
+                if self.router is not None:
+                    await self.router.start(self.bus.client, instance)
         except BaseException:
             await self._stop_handovers()
             await self._close_bus()
@@ -244,6 +257,8 @@ class Runtime:
             await self.presence.stop()
 
     async def _stop_handovers(self) -> None:
+        if self.router is not None:
+            await self.router.stop()
         await self.handover.stop()
         await self.permissions.remote.stop()
 

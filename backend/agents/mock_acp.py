@@ -292,6 +292,8 @@ class MockAcpAgent:
             "content": content,
             "accepted_at": utcnow().isoformat(),
             "acp_session_id": acp_session_id,
+            # Which agent process read it: one session's prompts must reach one agent.
+            "agent_pid": os.getpid(),
         }
         with open(self._record_path, "a", encoding="utf-8") as record:
             record.write(json.dumps(line) + "\n")

@@ -29,24 +29,18 @@ from typing import Any
 import orjson
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 
 from backend.clarifications.waiters import WaiterOutcome, WaiterRegistry
 from backend.db.bounded import bounded
-from backend.events.nats_bus import leave_subject, serve_subject
-from backend.workers import worker_id
+from backend.events.nats_bus import WorkerChannel
 
 log = logging.getLogger(__name__)
 
 ABSENT = "absent"
 CONFIRMED = "confirmed"
 UNCONFIRMED = "unconfirmed"
-
-
-def waiter_subject(instance_id: str, kind: str, worker: str) -> str:
-    return f"kandev.{instance_id}.waiter.{kind}.{worker}"
 
 
 class RemoteWaiters:
@@ -62,43 +56,29 @@ class RemoteWaiters:
     ) -> None:
         self.waiters = waiters
         self.kind = kind
-        #: The worker whose hand-overs this end serves; ``None``: this process's, read at each
-        #: use (a runtime built before its server forked serves the child's identity).
-        self._worker = worker
         #: How long a hand-over waits for the waiter's durable confirmation.
         self.confirm_wait_s = confirm_wait_s
-        self._nc: NatsClient | None = None
-        self._instance = ""
-        self._subscription: Subscription | None = None
-        self._serving: set[asyncio.Task[None]] = set()
+        self._channel = WorkerChannel(f"waiter.{kind}", self._serve, worker)
 
     @property
     def worker(self) -> str:
-        return self._worker or worker_id()
+        return self._channel.worker
 
     @property
     def started(self) -> bool:
-        return self._nc is not None
+        return self._channel.started
 
     async def start(self, client: NatsClient, instance_id: str) -> None:
-        self._nc, self._instance = client, instance_id
-        subject = waiter_subject(instance_id, self.kind, self.worker)
-        self._subscription = await serve_subject(client, subject, self._heard)
+        await self._channel.start(client, instance_id)
 
     async def stop(self) -> None:
         """Stop taking hand-overs; those in flight end with their waiters (bounded)."""
-        await leave_subject(self._subscription)
-        self._subscription = None
-        if self._serving:
-            await asyncio.wait(self._serving, timeout=self.confirm_wait_s + 1)
-        for task in self._serving:
-            task.cancel()
-        self._nc = None
+        await self._channel.stop(self.confirm_wait_s + 1)
 
     async def hand_over(self, owner: str, pending_id: str, outcome: WaiterOutcome) -> str:
         """Ask ``owner`` to hand ``outcome`` (without its confirmation future) to its waiter;
         returns :data:`ABSENT`, :data:`CONFIRMED` or :data:`UNCONFIRMED`."""
-        if self._nc is None:
+        if not self._channel.started:
             return ABSENT
         body = {
             "pending_id": pending_id,
@@ -106,10 +86,9 @@ class RemoteWaiters:
             "answers": list(outcome.answers),
             "intent_id": outcome.intent_id,
         }
-        subject = waiter_subject(self._instance, self.kind, owner)
         try:
-            reply = await self._nc.request(
-                subject, orjson.dumps(body, default=str), timeout=self.confirm_wait_s + 1
+            reply = await self._channel.request(
+                owner, orjson.dumps(body, default=str), self.confirm_wait_s + 1
             )
         except NoRespondersError:
             return ABSENT  # nobody holds that subject: the owner is gone, nothing was sent
@@ -138,13 +117,6 @@ class RemoteWaiters:
         except Exception as error:
             log.warning("hand-over of %s to worker %s failed: %r", pending_id, owner, error)
             return UNCONFIRMED, None
-
-    async def _heard(self, msg: Msg) -> None:
-        # Subscription callbacks run one at a time; a hand-over waits for its confirmation, so
-        # each one runs in its own task and the next is heard at once.
-        task = asyncio.ensure_future(self._serve(msg))
-        self._serving.add(task)
-        task.add_done_callback(self._serving.discard)
 
     async def _serve(self, msg: Msg) -> None:
         try:

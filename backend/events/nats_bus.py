@@ -32,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from backend.db.meta import meta_row
 from backend.events.bus import QUEUE_LIMIT, Event, InMemoryEventBus, Subscription
 from backend.vocabulary import MetaKey
+from backend.workers import worker_id
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,64 @@ async def leave_subject(subscription: NatsSubscription | None) -> None:
     if subscription is not None:
         with contextlib.suppress(Exception):
             await subscription.unsubscribe()
+
+
+class WorkerChannel:
+    """One worker's end of a request/reply channel between workers: it serves the requests
+    sent to its own subject (``kandev.<instance>.<channel>.<worker>``) and sends requests to
+    other workers' subjects. Each request is served in its own task: a subscription's
+    callbacks run one at a time, and a request may wait long (for a waiter's confirmation, an
+    agent's acknowledgement), so the next one must be heard at once. ``handle`` replies."""
+
+    def __init__(
+        self, channel: str, handle: Callable[[Msg], Awaitable[None]], worker: str | None = None
+    ) -> None:
+        self.channel = channel
+        self._handle = handle
+        #: The worker this end serves; ``None``: this process's, read at each use (a runtime
+        #: built before its server forked serves the child's identity).
+        self._worker = worker
+        self._nc: NatsClient | None = None
+        self._instance = ""
+        self._subscription: NatsSubscription | None = None
+        self._serving: set[asyncio.Task[None]] = set()
+
+    @property
+    def worker(self) -> str:
+        return self._worker or worker_id()
+
+    @property
+    def started(self) -> bool:
+        return self._nc is not None
+
+    def subject(self, worker: str) -> str:
+        return f"kandev.{self._instance}.{self.channel}.{worker}"
+
+    async def start(self, client: NatsClient, instance_id: str) -> None:
+        self._nc, self._instance = client, instance_id
+        self._subscription = await serve_subject(client, self.subject(self.worker), self._heard)
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop hearing requests; those in flight get ``grace_s`` to reply, then are cut."""
+        await leave_subject(self._subscription)
+        self._subscription = None
+        if self._serving:
+            await asyncio.wait(self._serving, timeout=grace_s)
+        for task in self._serving:
+            task.cancel()
+        self._nc = None
+
+    async def request(self, worker: str, body: bytes, timeout_s: float) -> Msg:
+        """Send ``body`` to ``worker``'s end; raises ``NoRespondersError`` when nobody serves
+        it (certainly not received), another NATS error or ``TimeoutError`` when unknown."""
+        if self._nc is None:
+            raise RuntimeError(f"the {self.channel} channel has not started")
+        return await self._nc.request(self.subject(worker), body, timeout=timeout_s)
+
+    async def _heard(self, msg: Msg) -> None:
+        task = asyncio.ensure_future(self._handle(msg))
+        self._serving.add(task)
+        task.add_done_callback(self._serving.discard)
 
 
 def events_subject(instance_id: str) -> str:

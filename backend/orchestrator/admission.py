@@ -54,6 +54,8 @@ class AdmittedTurn:
     agent_profile: str | None = None
     #: The agent's own id for the conversation, once it has one (read with the profile).
     agent_session_id: str | None = None
+    #: The worker running the session's agent, with several workers (read with the profile).
+    agent_worker: str | None = None
 
 
 async def admit_prompt(
@@ -105,6 +107,7 @@ async def admit_prompt(
                 sessions.c.prompt_generation,
                 sessions.c.agent_profile,
                 sessions.c.agent_session_id,
+                sessions.c.agent_worker,
             )
         )
     ).first()
@@ -121,7 +124,7 @@ async def admit_prompt(
         if state in ADMITTING_STATES:
             raise SessionBusy("an answer to the agent's question is being delivered")
         raise SessionBusy("the agent is working on a turn")
-    task_id, generation, agent_profile, agent_session_id = claimed
+    task_id, generation, agent_profile, agent_session_id, agent_worker = claimed
     turn_id = new_id()
     await conn.execute(
         insert(turns).values(
@@ -138,7 +141,13 @@ async def admit_prompt(
         )
     )
     return AdmittedTurn(
-        session_id, task_id, turn_id, int(generation), agent_profile, agent_session_id
+        session_id,
+        task_id,
+        turn_id,
+        int(generation),
+        agent_profile,
+        agent_session_id,
+        agent_worker,
     )
 
 

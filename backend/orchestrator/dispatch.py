@@ -33,6 +33,8 @@ class PromptRequest:
     agent_profile: str = "mock"
     #: The agent's own id for the conversation (ACP ``sessionId``), once it has one.
     agent_session_id: str | None = None
+    #: The worker running the session's agent when the turn was admitted (several workers).
+    agent_worker: str | None = None
 
 
 class PromptDispatchError(Exception):
@@ -132,6 +134,7 @@ class AgentChannel:
             answer=answer,
             agent_profile=turn.agent_profile,
             agent_session_id=turn.agent_session_id,
+            agent_worker=turn.agent_worker,
         )
 
 

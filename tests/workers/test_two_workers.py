@@ -167,3 +167,63 @@ async def test_a_worker_killed_mid_answer_leaves_the_question_to_the_other_worke
     assert len(workers.prompts(session)) == 2  # the question's prompt, then exactly one resume
     retry = await survivor.respond(again)
     assert (retry.status_code, retry.json()["state"]) == (409, "terminal")
+
+
+async def test_a_detached_answer_sent_to_the_other_worker_resumes_the_agent_that_asked(
+    workers: Workers, engine
+):
+    """The resume is a new prompt of the session: it reaches the agent process that asked,
+    on the worker running it, instead of starting a second agent on the worker that got the
+    answer."""
+    holder, other = await workers.start(), await workers.start()
+    task = await World(engine).task()
+    session, bundle = await detached_question(holder, other, task, "/ask Where? | here | there")
+
+    response = await other.respond(bundle, option=1)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["outcome"] == "resumed"
+    await eventually(
+        lambda: holder.agent_replies(session), lambda r: r == ["Got: Where?: there"], within_s=30
+    )
+    asked, resumed = workers.prompts(session)
+    assert resumed["agent_pid"] == asked["agent_pid"]  # one agent for the session
+
+
+async def test_every_prompt_of_a_session_reaches_its_one_agent_whichever_worker_admits_it(
+    workers: Workers, engine
+):
+    first, second = await workers.start(), await workers.start()
+    task = await World(engine).task()
+    session = await first.start_session(task, "hello")
+    await eventually(lambda: first.agent_replies(session), lambda r: len(r) == 1, within_s=30)
+    for worker, n in [(second, 2), (first, 3), (second, 4)]:
+        await eventually(lambda w=worker: w.session_state(task, session), lambda s: s == "IDLE")
+        sent = await worker.http.post(
+            f"/api/v1/task-sessions/{session}/prompt", json={"content": f"prompt {n}"}
+        )
+        assert sent.status_code == 202, sent.text
+        await eventually(lambda: first.agent_replies(session), lambda r, n=n: len(r) == n)
+    prompts = workers.prompts(session)
+    assert len(prompts) == 4
+    assert len({p["agent_pid"] for p in prompts}) == 1
+
+
+async def test_the_agent_of_a_dead_worker_is_started_again_by_the_worker_that_gets_its_prompt(
+    workers: Workers, engine
+):
+    doomed, survivor = await workers.start(), await workers.start()
+    task = await World(engine).task()
+    session = await doomed.start_session(task, "hello")
+    await eventually(lambda: survivor.agent_replies(session), lambda r: len(r) == 1, within_s=30)
+    await doomed.process.kill()
+
+    sent = await survivor.http.post(
+        f"/api/v1/task-sessions/{session}/prompt", json={"content": "again"}
+    )
+
+    assert sent.status_code == 202, sent.text
+    await eventually(lambda: survivor.agent_replies(session), lambda r: len(r) == 2, within_s=30)
+    before, after = workers.prompts(session)
+    assert before["agent_pid"] != after["agent_pid"]
+    assert after["acp_session_id"] == before["acp_session_id"]  # the conversation goes on
