@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import orjson
 from nats.aio.client import Client as NatsClient
@@ -59,6 +60,8 @@ from backend.orchestrator.dispatch import (
 from backend.workers import live_workers
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 ACKNOWLEDGED = "acknowledged"
 REJECTED = "rejected"
@@ -141,17 +144,31 @@ class AgentRouter(PromptDispatcher):
                     await self._forward(owner, prompt)
                     return
                 except _OwnerGone:
-                    if await self._lives(owner):
+                    if await self._unsent(self._lives(owner)):
                         raise PromptNotAcknowledged(
                             "the worker running this session's agent does not answer; "
                             "try again in a moment",
                             maybe_delivered=False,
                         ) from None
-            owner = await self._take_over(prompt.session_id, owner)
+            owner = await self._unsent(self._take_over(prompt.session_id, owner))
         raise PromptNotAcknowledged(
             "the session's agent moved between workers while the prompt was sent; try again",
             maybe_delivered=False,
         )
+
+    @staticmethod
+    async def _unsent(step: Awaitable[T]) -> T:
+        """A lookup before anything was sent: its failure means the prompt was not taken."""
+        try:
+            return await step
+        except PromptRejected:
+            raise
+        except Exception as error:
+            log.warning("finding the worker running an agent failed: %r", error)
+            raise PromptNotAcknowledged(
+                "the worker running this session's agent could not be found; try again",
+                maybe_delivered=False,
+            ) from error
 
     async def _take_over(self, session_id: str, seen: str | None) -> str | None:
         """Name this worker as the session's agent's unless someone else took it since ``seen``

@@ -99,6 +99,11 @@ class WorkerChannel:
         """Stop hearing requests; those in flight get ``grace_s`` to reply, then are cut."""
         await leave_subject(self._subscription)
         self._subscription = None
+        if self._nc is not None:
+            # Until the server has the unsubscription, a sender's request would reach this
+            # client, be dropped and time out as "unknown" instead of "nobody serves it".
+            with contextlib.suppress(Exception):
+                await self._nc.flush()
         if self._serving:
             await asyncio.wait(self._serving, timeout=grace_s)
         for task in self._serving:

@@ -221,3 +221,19 @@ async def test_a_deleted_session_is_rejected(workers, engine):
     with pytest.raises(PromptRejected):
         await b.router.dispatch_prompt(prompt)
     assert a.agents.prompts == [] and b.agents.prompts == []
+
+
+async def test_a_database_failure_before_anything_was_sent_is_not_acknowledged(
+    workers, engine, monkeypatch
+):
+    a, b = workers
+    prompt = await prompt_for(engine, None)
+
+    async def unreachable(*_: object) -> None:
+        raise OSError("database unreachable")
+
+    monkeypatch.setattr(b.router, "_take_over", unreachable)
+    with pytest.raises(PromptNotAcknowledged) as raised:
+        await b.router.dispatch_prompt(prompt)
+    assert not raised.value.maybe_delivered
+    assert a.agents.prompts == [] and b.agents.prompts == []
