@@ -78,7 +78,12 @@ async def test_newer_turn_supersedes_the_detached_question_without_events(live):
 async def test_detach_is_a_no_op_the_second_time(live):
     task, session = await start_session(live, "/ask Again?\n/disconnect")
     await idle(live, task, session, state="WAITING_FOR_INPUT")
-    (turn,) = await turns(live, session)
+    # The session waits for input as soon as the question is asked; the agent's own ready
+    # event (after it dropped the call) ends the turn a moment later. Replay only after it.
+    (turn,) = await eventually(
+        lambda: turns(live, session), lambda ts: ts[0]["completed_at"] is not None
+    )
+    await eventually(lambda: detach_events(live, session), lambda d: len(d) == 1)
     orchestrator = live.runtime.orchestrator
     generation = 1
     assert await orchestrator.turn_complete(session, turn["id"], generation, "completed") is False
