@@ -9,6 +9,9 @@ target through :func:`visible_task` and friends *before* doing any work, and ans
 an invisible target exactly as for a missing one, so a stranger learns nothing and writes
 nothing. Selecting a session never widens what a caller can see: a session is visible only
 through its task.
+
+Every request resolves its caller and most resolve a target, so those statements are built
+once with bound parameters.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, false, select, true
+from sqlalchemy import ColumnElement, bindparam, false, select, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.db.tables import memberships, messages, sessions, tasks, users, workflows
@@ -65,34 +68,31 @@ class Caller:
         return self.workspace_filter(tasks.c.workspace_id)
 
 
+_LOCAL_USER = select(users.c.id, users.c.name).where(users.c.email == LOCAL_USER_EMAIL)
+_USER_OF_TOKEN = select(users.c.id, users.c.name, users.c.email).where(
+    users.c.token_hash == bindparam("token_hash")
+)
+_WORKSPACES_OF_USER = select(memberships.c.workspace_id).where(
+    memberships.c.user_id == bindparam("user_id")
+)
+
+
 async def resolve_caller(conn: AsyncConnection, token: str | None, single_user: bool) -> Caller:
     """The caller behind ``token``; 401 for an unknown token, or for none outside single-user
     mode."""
     if token is None:
         if not single_user:
             raise Unauthorized("a bearer token is required")
-        local = (
-            await conn.execute(
-                select(users.c.id, users.c.name).where(users.c.email == LOCAL_USER_EMAIL)
-            )
-        ).first()
+        local = (await conn.execute(_LOCAL_USER)).first()
         if local is None:
             return Caller(LOCAL_USER_ID, "Local user", None)
         return Caller(local.id, local.name, None)
-    user = (
-        await conn.execute(
-            select(users.c.id, users.c.name, users.c.email).where(
-                users.c.token_hash == hash_token(token)
-            )
-        )
-    ).first()
+    user = (await conn.execute(_USER_OF_TOKEN, {"token_hash": hash_token(token)})).first()
     if user is None:
         raise Unauthorized("unknown bearer token")
     if single_user and user.email == LOCAL_USER_EMAIL:
         return Caller(user.id, user.name, None)
-    ids = await conn.execute(
-        select(memberships.c.workspace_id).where(memberships.c.user_id == user.id)
-    )
+    ids = await conn.execute(_WORKSPACES_OF_USER, {"user_id": user.id})
     return Caller(user.id, user.name, frozenset(r.workspace_id for r in ids))
 
 
@@ -111,43 +111,48 @@ def bearer_token(authorization: str | None, query_token: str | None = None) -> s
     return token
 
 
-async def _visible(conn: AsyncConnection, caller: Caller, stmt: Any, what: str) -> Any:
-    """The first row of ``stmt`` (which selects a ``workspace_id``), or 404 when there is none
-    or its workspace is not the caller's: both look the same from outside."""
-    row = (await conn.execute(stmt)).first()
+async def _visible(
+    conn: AsyncConnection, caller: Caller, stmt: Any, target_id: str, what: str
+) -> Any:
+    """The first row of ``stmt`` for ``target_id`` (it selects a ``workspace_id``), or 404
+    when there is none or its workspace is not the caller's: both look the same from outside."""
+    row = (await conn.execute(stmt, {"target": target_id})).first()
     if row is None or not caller.sees_workspace(row.workspace_id):
         raise NotFound(f"no such {what}")
     return row
 
 
+#: Each target's task and workspace, by the id bound as ``target``.
+_TASK = select(tasks.c.workspace_id).where(tasks.c.id == bindparam("target"))
+_SESSION = (
+    select(tasks.c.id, tasks.c.workspace_id)
+    .join(sessions, sessions.c.task_id == tasks.c.id)
+    .where(sessions.c.id == bindparam("target"))
+)
+_BUNDLE = (
+    select(tasks.c.workspace_id)
+    .join(sessions, sessions.c.task_id == tasks.c.id)
+    .join(messages, messages.c.session_id == sessions.c.id)
+    .where(pending_id(messages) == bindparam("target"))
+    .limit(1)
+)
+_WORKFLOW = select(workflows.c.workspace_id).where(workflows.c.id == bindparam("target"))
+
+
 async def visible_task(conn: AsyncConnection, caller: Caller, task_id: str) -> str:
     """The task's workspace id, or 404 when it is missing or not the caller's to see."""
-    stmt = select(tasks.c.workspace_id).where(tasks.c.id == task_id)
-    return str((await _visible(conn, caller, stmt, "task")).workspace_id)
+    return str((await _visible(conn, caller, _TASK, task_id, "task")).workspace_id)
 
 
 async def visible_session(conn: AsyncConnection, caller: Caller, session_id: str) -> str:
     """The session's task id, or 404 (a session is visible only through its task)."""
-    stmt = (
-        select(tasks.c.id, tasks.c.workspace_id)
-        .join(sessions, sessions.c.task_id == tasks.c.id)
-        .where(sessions.c.id == session_id)
-    )
-    return str((await _visible(conn, caller, stmt, "session")).id)
+    return str((await _visible(conn, caller, _SESSION, session_id, "session")).id)
 
 
 async def visible_bundle(conn: AsyncConnection, caller: Caller, bundle_id: str) -> None:
     """404 unless the clarification bundle exists in a task the caller can see."""
-    stmt = (
-        select(tasks.c.workspace_id)
-        .join(sessions, sessions.c.task_id == tasks.c.id)
-        .join(messages, messages.c.session_id == sessions.c.id)
-        .where(pending_id(messages) == bundle_id)
-        .limit(1)
-    )
-    await _visible(conn, caller, stmt, "clarification")
+    await _visible(conn, caller, _BUNDLE, bundle_id, "clarification")
 
 
 async def visible_workflow(conn: AsyncConnection, caller: Caller, workflow_id: str) -> None:
-    stmt = select(workflows.c.workspace_id).where(workflows.c.id == workflow_id)
-    await _visible(conn, caller, stmt, "workflow")
+    await _visible(conn, caller, _WORKFLOW, workflow_id, "workflow")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.db.tables import messages
@@ -29,10 +29,17 @@ class Answer:
     text: str
 
 
+_BUNDLE_ROWS = (
+    select(messages)
+    .where(pending_id_of(messages) == bindparam("bundle"))
+    .order_by(messages.c.created_at, messages.c.id)
+)
+
+
 async def bundle_rows(conn: AsyncConnection, pending_id: str) -> list[Any]:
-    """Every row of the bundle, in question order."""
-    stmt = select(messages).where(pending_id_of(messages) == pending_id)
-    return list(await conn.execute(stmt.order_by(messages.c.created_at, messages.c.id)))
+    """Every row of the bundle, in question order (the statement is built once: every
+    answer reads it)."""
+    return list(await conn.execute(_BUNDLE_ROWS, {"bundle": pending_id}))
 
 
 def check_answers(

@@ -4,21 +4,26 @@ A claim moves a bundle's pending rows of the current turn to their provisional t
 and stamps them with a durable delivery intent, in one UPDATE. Finalize (the answer reached its
 handoff boundary) and restore (it did not: back to pending) are each one UPDATE keyed by the
 intent id, so whichever runs first wins and the other changes nothing.
+
+Every statement here runs on the answer path, so each is built once with bound parameters
+(building one in SQLAlchemy costs more event-loop CPU than running it; see
+``backend/authority/scope.py``); a claim's statement depends on its number of rows only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import and_, case, func, literal, or_, select, update
+from sqlalchemy import and_, bindparam, case, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.authority import BundleFacts, BundleState, LiveWaiters, bundle_facts, classify_bundle
 from backend.authority.sql import current_turn_id
 from backend.clarifications.waiters import LiveWaiter
-from backend.db.json import json_merge, json_text
+from backend.db.json import json_merge, json_text, patch_param
 from backend.db.tables import messages, sessions
 from backend.errors import NotActive, NotFound
 from backend.orchestrator.admission import set_state_for_generation
@@ -29,12 +34,16 @@ from backend.workers import INTENT_WORKER_KEY, other_live_workers, owner_stamp
 DELIVERY_PATH = "delivery_path"
 #: Keys a claim adds, all removed again by a restore.
 _CLAIM_KEYS = ("answer", "reason", DELIVERY_INTENT, DELIVERY_PATH)
+#: The most claim statements kept built (one per number of rows claimed at once).
+_CLAIM_SHAPES = 32
+
+_LOCK_SESSION = select(sessions.c.id).where(sessions.c.id == bindparam("session")).with_for_update()
 
 
 async def lock_session(conn: AsyncConnection, session_id: str) -> None:
     """Serialize against prompt admission on PostgreSQL (SQLite's write lock already does):
     a newer turn cannot be admitted between the state check and the claim."""
-    await conn.execute(select(sessions.c.id).where(sessions.c.id == session_id).with_for_update())
+    await conn.execute(_LOCK_SESSION, {"session": session_id})
 
 
 async def classify_locked(
@@ -56,24 +65,48 @@ async def classify_locked(
     return facts, state
 
 
-def _claimable(session_id: str, bundle_id: str) -> Any:
+def _claimable() -> Any:
+    """The pending rows of bundle ``bundle`` in the current turn of session ``session``."""
     non_empty_turn = func.nullif(messages.c.turn_id, literal(""))
     return and_(
-        messages.c.session_id == session_id,
-        pending_id(messages) == bundle_id,
+        messages.c.session_id == bindparam("session"),
+        pending_id(messages) == bindparam("bundle"),
         messages.c.type == constant(MessageType.CLARIFICATION_REQUEST.value),
         is_pending_row(messages),
         or_(
             non_empty_turn.is_(None),
-            messages.c.turn_id == current_turn_id(literal(session_id)),
+            messages.c.turn_id == current_turn_id(bindparam("session")),
         ),
     )
 
 
+_PENDING_ROWS = select(messages).where(_claimable()).order_by(messages.c.id)
+
+
 async def pending_rows(conn: AsyncConnection, session_id: str, bundle_id: str) -> list[Any]:
     """The rows a claim would take now (for validating an answer against them)."""
-    stmt = select(messages).where(_claimable(session_id, bundle_id)).order_by(messages.c.id)
-    return list(await conn.execute(stmt))
+    return list(await conn.execute(_PENDING_ROWS, {"session": session_id, "bundle": bundle_id}))
+
+
+@lru_cache(maxsize=_CLAIM_SHAPES)
+def _claim_statement(count: int) -> Any:
+    """The claim of ``count`` rows: row ``claim_id_<i>`` gets the patch ``claim_patch_<i>``."""
+    new_metadata = case(
+        *(
+            (
+                messages.c.id == bindparam(f"claim_id_{i}"),
+                json_merge(messages.c.metadata, patch_param(f"claim_patch_{i}")),
+            )
+            for i in range(count)
+        ),
+        else_=messages.c.metadata,
+    )
+    return (
+        update(messages)
+        .where(_claimable(), messages.c.id.in_(bindparam("claim_ids", expanding=True)))
+        .values(metadata=new_metadata)
+        .returning(*messages.c)
+    )
 
 
 async def claim(
@@ -88,40 +121,50 @@ async def claim(
     if not patches:
         return []
     stamp = {DELIVERY_INTENT: intent_id, DELIVERY_PATH: path, **owner_stamp(INTENT_WORKER_KEY)}
-    new_metadata = case(
-        *(
-            (messages.c.id == message_id, json_merge(messages.c.metadata, {**patch, **stamp}))
-            for message_id, patch in patches.items()
-        ),
-        else_=messages.c.metadata,
+    params: dict[str, Any] = {
+        "session": session_id,
+        "bundle": bundle_id,
+        "claim_ids": list(patches),
+    }
+    for i, (message_id, patch) in enumerate(patches.items()):
+        params[f"claim_id_{i}"] = message_id
+        params[f"claim_patch_{i}"] = {**patch, **stamp}
+    result = await conn.execute(_claim_statement(len(patches)), params)
+    return [dict(row._mapping) for row in result]
+
+
+def _holding() -> Any:
+    """The rows of bundle ``bundle`` holding the intent ``intent``."""
+    return and_(
+        pending_id(messages) == bindparam("bundle"),
+        json_text(messages.c.metadata, DELIVERY_INTENT) == bindparam("intent"),
     )
-    stmt = (
+
+
+def _merge_held(patch: dict[str, Any]) -> Any:
+    """``patch`` merged into the held rows, returning them."""
+    return (
         update(messages)
-        .where(_claimable(session_id, bundle_id), messages.c.id.in_(list(patches)))
-        .values(metadata=new_metadata)
+        .where(_holding())
+        .values(metadata=json_merge(messages.c.metadata, patch))
         .returning(*messages.c)
     )
-    return [dict(row._mapping) for row in await conn.execute(stmt)]
 
 
-def _holding(bundle_id: str, intent_id: str) -> Any:
-    return and_(
-        pending_id(messages) == bundle_id,
-        json_text(messages.c.metadata, DELIVERY_INTENT) == intent_id,
-    )
+_FINALIZE = _merge_held({DELIVERY_INTENT: None, DELIVERY_PATH: None})
+_RESTORE = _merge_held({"status": RequestStatus.PENDING.value, **dict.fromkeys(_CLAIM_KEYS)})
+
+
+async def _merged(
+    conn: AsyncConnection, stmt: Any, bundle_id: str, intent_id: str
+) -> list[dict[str, Any]]:
+    result = await conn.execute(stmt, {"bundle": bundle_id, "intent": intent_id})
+    return [dict(row._mapping) for row in result]
 
 
 async def finalize(conn: AsyncConnection, bundle_id: str, intent_id: str) -> list[dict[str, Any]]:
     """Retire the intent: the claimed rows become plain terminal history."""
-    stmt = (
-        update(messages)
-        .where(_holding(bundle_id, intent_id))
-        .values(
-            metadata=json_merge(messages.c.metadata, {DELIVERY_INTENT: None, DELIVERY_PATH: None})
-        )
-        .returning(*messages.c)
-    )
-    return [dict(row._mapping) for row in await conn.execute(stmt)]
+    return await _merged(conn, _FINALIZE, bundle_id, intent_id)
 
 
 async def confirm_live(
@@ -144,15 +187,7 @@ async def confirm_live(
 
 async def restore(conn: AsyncConnection, bundle_id: str, intent_id: str) -> list[dict[str, Any]]:
     """Put the claimed rows back to pending, exactly as before the claim."""
-    patch: dict[str, Any] = {"status": RequestStatus.PENDING.value}
-    patch.update(dict.fromkeys(_CLAIM_KEYS))
-    stmt = (
-        update(messages)
-        .where(_holding(bundle_id, intent_id))
-        .values(metadata=json_merge(messages.c.metadata, patch))
-        .returning(*messages.c)
-    )
-    return [dict(row._mapping) for row in await conn.execute(stmt)]
+    return await _merged(conn, _RESTORE, bundle_id, intent_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,22 +199,31 @@ class Released:
     restored: bool
 
 
+_HELD_TURNS = (
+    select(
+        messages.c.turn_id,
+        sessions.c.state,
+        current_turn_id(messages.c.session_id).label("current"),
+    )
+    .join(sessions, sessions.c.id == messages.c.session_id)
+    .where(_holding())
+)
+_IDLE_WAITS = (
+    update(sessions)
+    .where(
+        sessions.c.id == bindparam("session"),
+        sessions.c.state == SessionState.IDLE.value,
+    )
+    .values(state=SessionState.WAITING_FOR_INPUT.value)
+)
+
+
 async def release(conn: AsyncConnection, bundle_id: str, intent_id: str) -> Released:
     """A claim whose answer certainly never reached the agent: restore it while its turn is
     still the session's current turn and the session is live; otherwise retire the intent,
     leaving the rows terminal (history is never reactivated, a superseded answer not re-armed).
     """
-    held = (
-        await conn.execute(
-            select(
-                messages.c.turn_id,
-                sessions.c.state,
-                current_turn_id(messages.c.session_id).label("current"),
-            )
-            .join(sessions, sessions.c.id == messages.c.session_id)
-            .where(_holding(bundle_id, intent_id))
-        )
-    ).all()
+    held = (await conn.execute(_HELD_TURNS, {"bundle": bundle_id, "intent": intent_id})).all()
     current = bool(held) and all(
         row.state not in TERMINAL_SESSION_STATES and (not row.turn_id or row.turn_id == row.current)
         for row in held
@@ -189,27 +233,23 @@ async def release(conn: AsyncConnection, bundle_id: str, intent_id: str) -> Rele
         if rows:
             # An idle session whose question is answerable again is waiting for input (a
             # ready event may have settled it while the claim was held).
-            await conn.execute(
-                update(sessions)
-                .where(
-                    sessions.c.id == rows[0]["session_id"],
-                    sessions.c.state == SessionState.IDLE.value,
-                )
-                .values(state=SessionState.WAITING_FOR_INPUT.value)
-            )
+            await conn.execute(_IDLE_WAITS, {"session": rows[0]["session_id"]})
         return Released(rows, restored=True)
     return Released(await finalize(conn, bundle_id, intent_id), restored=False)
 
 
+_INTENT = json_text(messages.c.metadata, DELIVERY_INTENT)
+_HELD_INTENTS = (
+    select(pending_id(messages), _INTENT)
+    .where(messages.c.id.in_(bindparam("message_ids", expanding=True)), _INTENT.is_not(None))
+    .distinct()
+)
+
+
 async def held_intents(conn: AsyncConnection, message_ids: list[str]) -> list[tuple[str, str]]:
     """``(pending_id, intent_id)`` of the claims still held by any of the rows ``message_ids``."""
-    intent = json_text(messages.c.metadata, DELIVERY_INTENT)
-    stmt = (
-        select(pending_id(messages), intent)
-        .where(messages.c.id.in_(message_ids), intent.is_not(None))
-        .distinct()
-    )
-    return [(bundle, held) for bundle, held in await conn.execute(stmt)]
+    result = await conn.execute(_HELD_INTENTS, {"message_ids": list(message_ids)})
+    return [(bundle, held) for bundle, held in result]
 
 
 async def release_messages(conn: AsyncConnection, message_ids: list[str]) -> Released:
@@ -233,21 +273,27 @@ async def retire_messages(conn: AsyncConnection, message_ids: list[str]) -> list
     return rows
 
 
+_CANCEL = (
+    update(messages)
+    .where(_claimable())
+    .values(metadata=json_merge(messages.c.metadata, {"status": RequestStatus.CANCELLED.value}))
+    .returning(*messages.c)
+)
+
+
 async def cancel(conn: AsyncConnection, session_id: str, bundle_id: str) -> list[dict[str, Any]]:
     """Cancel the bundle's claimable rows (no intent: cancellation is terminal at once)."""
-    stmt = (
-        update(messages)
-        .where(_claimable(session_id, bundle_id))
-        .values(metadata=json_merge(messages.c.metadata, {"status": RequestStatus.CANCELLED.value}))
-        .returning(*messages.c)
-    )
-    return [dict(row._mapping) for row in await conn.execute(stmt)]
+    result = await conn.execute(_CANCEL, {"session": session_id, "bundle": bundle_id})
+    return [dict(row._mapping) for row in result]
+
+
+_IS_CLAIMED = (
+    select(messages.c.id)
+    .where(pending_id(messages) == bindparam("bundle"), _INTENT.is_not(None))
+    .limit(1)
+)
 
 
 async def is_claimed(conn: AsyncConnection, bundle_id: str) -> bool:
     """Whether a response holds a delivery intent on any row of the bundle."""
-    stmt = select(messages.c.id).where(
-        pending_id(messages) == bundle_id,
-        json_text(messages.c.metadata, DELIVERY_INTENT).is_not(None),
-    )
-    return (await conn.execute(stmt.limit(1))).first() is not None
+    return (await conn.execute(_IS_CLAIMED, {"bundle": bundle_id})).first() is not None

@@ -1,5 +1,6 @@
 """Durable clarification writes. Each is one statement whose WHERE clause applies the rule, so a
-concurrent answer, a newer turn or a repeated pass can never be overwritten by a stale read."""
+concurrent answer, a newer turn or a repeated pass can never be overwritten by a stale read.
+The turn-teardown ones run on every answer, so they are built once with bound parameters."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, insert, literal, not_, update
+from sqlalchemy import and_, bindparam, insert, not_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.authority.sql import current_turn_id
@@ -74,13 +75,47 @@ async def create_bundle(
     return bundle_id, rows
 
 
-def _current_turn_pending(session_id: str) -> Any:
+def _current_turn_pending() -> Any:
+    """Pending questions of the current turn of session ``session``."""
     return and_(
-        messages.c.session_id == session_id,
+        messages.c.session_id == bindparam("session"),
         _is_clarification(),
         is_pending_row(messages),
-        messages.c.turn_id == current_turn_id(literal(session_id)),
+        messages.c.turn_id == current_turn_id(bindparam("session")),
     )
+
+
+def _detach_statement(*where: Any) -> Any:
+    """The one detach statement: only rows not yet detached change, and only those are
+    returned (to be announced once)."""
+    return (
+        update(messages)
+        .where(*where, not_(json_flag(messages.c.metadata, "agent_disconnected")))
+        .values(metadata=json_merge(messages.c.metadata, {"agent_disconnected": True}))
+        .returning(*messages.c)
+    )
+
+
+#: :func:`detach`'s statement by whether it names a bundle and a turn.
+_DETACH = {
+    (by_bundle, by_turn): _detach_statement(
+        _current_turn_pending(),
+        *([pending_id(messages) == bindparam("bundle")] if by_bundle else []),
+        *([messages.c.turn_id == bindparam("turn")] if by_turn else []),
+    )
+    for by_bundle in (False, True)
+    for by_turn in (False, True)
+}
+_EXPIRE = (
+    update(messages)
+    .where(_current_turn_pending())
+    .values(metadata=json_merge(messages.c.metadata, {"status": RequestStatus.EXPIRED.value}))
+    .returning(*messages.c)
+)
+
+
+def _rows(result: Any) -> list[dict[str, Any]]:
+    return [dict(row._mapping) for row in result]
 
 
 async def detach(
@@ -95,46 +130,23 @@ async def detach(
     Returns only the rows this statement changed, so callers publish exactly those: a second
     pass (or a pass racing an answer or a newer turn) changes and publishes nothing.
     """
-    where = [_current_turn_pending(session_id)]
-    if bundle_id is not None:
-        where.append(pending_id(messages) == bundle_id)
-    if turn_id is not None:
-        where.append(messages.c.turn_id == turn_id)
-    return await _mark_detached(conn, where)
+    stmt = _DETACH[bundle_id is not None, turn_id is not None]
+    params = {"session": session_id, "bundle": bundle_id, "turn": turn_id}
+    return _rows(await conn.execute(stmt, params))
 
 
 async def detach_orphans(conn: AsyncConnection, owners: DeadOwners) -> list[dict[str, Any]]:
     """:func:`detach` every session's current-turn questions whose waiting worker is gone
     (``owners``): nobody holds their wait any more."""
-    return await _mark_detached(
-        conn,
-        [
-            _is_clarification(),
-            is_pending_row(messages),
-            owners.where(messages.c.metadata),
-            messages.c.turn_id == current_turn_id(messages.c.session_id),
-        ],
+    stmt = _detach_statement(
+        _is_clarification(),
+        is_pending_row(messages),
+        owners.where(messages.c.metadata),
+        messages.c.turn_id == current_turn_id(messages.c.session_id),
     )
-
-
-async def _mark_detached(conn: AsyncConnection, where: list[Any]) -> list[dict[str, Any]]:
-    """The one detach statement: only rows not yet detached change, and only those are
-    returned (to be announced once)."""
-    stmt = (
-        update(messages)
-        .where(*where, not_(json_flag(messages.c.metadata, "agent_disconnected")))
-        .values(metadata=json_merge(messages.c.metadata, {"agent_disconnected": True}))
-        .returning(*messages.c)
-    )
-    return [dict(row._mapping) for row in await conn.execute(stmt)]
+    return _rows(await conn.execute(stmt))
 
 
 async def expire_current_turn(conn: AsyncConnection, session_id: str) -> list[dict[str, Any]]:
     """Expire every pending clarification of the session's current turn (terminal sessions)."""
-    stmt = (
-        update(messages)
-        .where(_current_turn_pending(session_id))
-        .values(metadata=json_merge(messages.c.metadata, {"status": RequestStatus.EXPIRED.value}))
-        .returning(*messages.c)
-    )
-    return [dict(row._mapping) for row in await conn.execute(stmt)]
+    return _rows(await conn.execute(_EXPIRE, {"session": session_id}))

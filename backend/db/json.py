@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import Boolean, String, bindparam
+from sqlalchemy import Boolean, String, TypeDecorator, bindparam
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
 from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.sql.visitors import InternalTraversal
 
@@ -89,11 +91,42 @@ def _json_flag_pg(element: json_flag, compiler: Any, **kw: Any) -> str:
     return f"(coalesce({text} IN ('true', '1'), false))"
 
 
+class _Patch(TypeDecorator[Any]):
+    """A :class:`json_merge` patch (a dict) sent as JSON text in the form each dialect's SQL
+    takes: SQLite's ``json_patch`` (RFC 7396) removes the keys whose value is null, while
+    PostgreSQL's ``||`` gets only the kept keys (the removed ones, ``removed``, are subtracted
+    in the SQL text, so they are fixed where the statement is built)."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, removed: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.removed = removed
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str:
+        unexpected = [k for k, v in value.items() if v is None and k not in self.removed]
+        if unexpected:
+            raise ValueError(f"keys {unexpected!r} removed but not declared by the statement")
+        kept = {k: v for k, v in value.items() if v is not None}
+        if dialect.name == "postgresql":
+            return json.dumps(kept)
+        return json.dumps({**kept, **{k: None for k in self.removed if k not in kept}})
+
+
+def patch_param(name: str, removed: Iterable[str] = ()) -> BindParameter[Any]:
+    """A :class:`json_merge` patch bound at execution, for a statement built once: the dict
+    passed as ``name`` may set any keys, and may remove (``None``) only keys in ``removed``,
+    which are always removed (the PostgreSQL SQL text names them)."""
+    return bindparam(name, type_=_Patch(tuple(sorted(_checked(k) for k in removed))))
+
+
 class json_merge(FunctionElement[Any]):
     """``metadata`` with top-level keys set (or removed, for ``None`` values), in one UPDATE.
 
     Written as one expression so claims stay single statements (``UPDATE ... SET metadata =
     json_merge(metadata, {...}) WHERE <rule> RETURNING``) instead of read-modify-write.
+    ``patch`` is the dict itself, or a :func:`patch_param` a prebuilt statement binds.
     """
 
     _traverse_internals = [  # noqa: RUF012 - SQLAlchemy's declaration style
@@ -102,30 +135,28 @@ class json_merge(FunctionElement[Any]):
     ]
     inherit_cache = True
 
-    def __init__(self, column: ColumnElement[Any], patch: dict[str, Any]) -> None:
-        for key in patch:
-            _checked(key)
-        self.removed = sorted(k for k, v in patch.items() if v is None)
-        kept = {k: v for k, v in patch.items() if v is not None}
-        # SQLite's json_patch (RFC 7396) removes keys whose patch value is null.
-        sqlite_patch = {**kept, **dict.fromkeys(self.removed)}
-        super().__init__(
-            column,
-            bindparam(None, json.dumps(sqlite_patch), type_=String()),
-            bindparam(None, json.dumps(kept), type_=String()),
-        )
+    def __init__(
+        self, column: ColumnElement[Any], patch: Mapping[str, Any] | BindParameter[Any]
+    ) -> None:
+        if not isinstance(patch, BindParameter):
+            for key in patch:
+                _checked(key)
+            removed = tuple(sorted(k for k, v in patch.items() if v is None))
+            patch = bindparam(None, dict(patch), type_=_Patch(removed))
+        self.removed = list(patch.type.removed)
+        super().__init__(column, patch)
 
 
 @compiles(json_merge, "sqlite")
 def _json_merge_sqlite(element: json_merge, compiler: Any, **kw: Any) -> str:
-    column, sqlite_patch, _ = element.clauses.clauses
-    return f"json_patch({compiler.process(column, **kw)}, {compiler.process(sqlite_patch, **kw)})"
+    column, patch = element.clauses.clauses
+    return f"json_patch({compiler.process(column, **kw)}, {compiler.process(patch, **kw)})"
 
 
 @compiles(json_merge, "postgresql")
 def _json_merge_pg(element: json_merge, compiler: Any, **kw: Any) -> str:
-    column, _, kept = element.clauses.clauses
+    column, patch = element.clauses.clauses
     target = compiler.process(column, **kw)
     for key in element.removed:
         target = f"({target} - '{key}')"
-    return f"({target} || CAST({compiler.process(kept, **kw)} AS JSONB))"
+    return f"({target} || CAST({compiler.process(patch, **kw)} AS JSONB))"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, exists, insert, literal, select, update
+from sqlalchemy import and_, bindparam, exists, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.authority.sql import DISPATCH_PENDING, TERMINAL_STATES, current_turn_id
@@ -160,13 +160,39 @@ def answer_in_flight(session_id: str) -> Any:
     )
 
 
+_ACKNOWLEDGE = (
+    update(turns)
+    .where(turns.c.id == bindparam("turn"))
+    .values(metadata=json_merge(turns.c.metadata, {DISPATCH_UNACKNOWLEDGED: None}))
+)
+
+
 async def acknowledge(conn: AsyncConnection, turn_id: str) -> None:
     """The agent acknowledged the ordinary turn's prompt."""
-    await conn.execute(
-        update(turns)
-        .where(turns.c.id == turn_id)
-        .values(metadata=json_merge(turns.c.metadata, {DISPATCH_UNACKNOWLEDGED: None}))
+    await conn.execute(_ACKNOWLEDGE, {"turn": turn_id})
+
+
+def _set_state_statement(while_open: bool) -> Any:
+    """:func:`set_state_for_generation`'s compare-and-set, built once per form (it runs
+    several times per answer)."""
+    conditions = [
+        sessions.c.id == bindparam("session"),
+        sessions.c.prompt_generation == bindparam("generation"),
+        sessions.c.state.not_in(TERMINAL_STATES),
+    ]
+    if while_open:
+        conditions.append(
+            exists().where(turns.c.id == bindparam("open_turn"), turns.c.completed_at.is_(None))
+        )
+    return (
+        update(sessions)
+        .where(*conditions)
+        .values(state=bindparam("new_state"), updated_at=bindparam("now"))
+        .returning(sessions.c.id)
     )
+
+
+_SET_STATE = {while_open: _set_state_statement(while_open) for while_open in (False, True)}
 
 
 async def set_state_for_generation(
@@ -180,18 +206,15 @@ async def set_state_for_generation(
     """Set a live session's state only while ``generation`` still owns it: whatever a stale
     actor (a late ready event, a pause, recovery) wants cannot touch a newer turn's session.
     With ``while_open``, only while that turn has not ended either."""
-    conditions = [
-        sessions.c.id == session_id,
-        sessions.c.prompt_generation == generation,
-        sessions.c.state.not_in(TERMINAL_STATES),
-    ]
-    if while_open is not None:
-        conditions.append(exists().where(turns.c.id == while_open, turns.c.completed_at.is_(None)))
     result = await conn.execute(
-        update(sessions)
-        .where(*conditions)
-        .values(state=state.value, updated_at=utcnow())
-        .returning(sessions.c.id)
+        _SET_STATE[while_open is not None],
+        {
+            "session": session_id,
+            "generation": generation,
+            "open_turn": while_open,
+            "new_state": state.value,
+            "now": utcnow(),
+        },
     )
     return result.first() is not None
 
@@ -207,7 +230,7 @@ async def require_current(
     """The callback's turn, if it is still the session's current turn and generation
     (and, with ``open_turn``, not yet completed: a question asked in a turn that already
     ended — paused, or failed by start-up — would set a state nothing can finish)."""
-    row = await _session_and_turn(conn, session_id, literal(turn_id))
+    row = await _session_and_turn(conn, _OF_TURN, session_id, turn_id)
     if row is None:
         raise NotFound("no such session")
     task_id, state, current_generation, current, has_ended = row
@@ -221,27 +244,38 @@ async def require_current(
 async def current_open_turn(conn: AsyncConnection, session_id: str) -> AdmittedTurn | None:
     """The session's current turn with its generation, if that turn is still open (a
     question may only join an open turn; :func:`require_current` re-checks it when storing)."""
-    row = await _session_and_turn(conn, session_id, current_turn_id(literal(session_id)))
+    row = await _session_and_turn(conn, _OF_CURRENT_TURN, session_id)
     if row is None or row.current is None or row.ended is None or row.ended:
         return None
     return AdmittedTurn(session_id, row.task_id, row.current, row.prompt_generation)
 
 
-async def _session_and_turn(conn: AsyncConnection, session_id: str, turn_id: Any) -> Any:
-    """The session's task, state, generation and current turn, and whether ``turn_id`` (an
-    SQL expression) has ended; ``None`` for an unknown session."""
+def _session_and_turn_query(turn_id: Any) -> Any:
+    """The task, state, generation and current turn of session ``session``, and whether
+    ``turn_id`` (an SQL expression) has ended."""
     ended = select(turns.c.completed_at.is_not(None)).where(turns.c.id == turn_id)
-    return (
-        await conn.execute(
-            select(
-                sessions.c.task_id,
-                sessions.c.state,
-                sessions.c.prompt_generation,
-                current_turn_id(literal(session_id)).label("current"),
-                ended.scalar_subquery().label("ended"),
-            ).where(sessions.c.id == session_id)
-        )
-    ).first()
+    return select(
+        sessions.c.task_id,
+        sessions.c.state,
+        sessions.c.prompt_generation,
+        current_turn_id(bindparam("session")).label("current"),
+        ended.scalar_subquery().label("ended"),
+    ).where(sessions.c.id == bindparam("session"))
+
+
+#: Of the turn ``turn`` (a callback's), and of the session's current turn; built once.
+_OF_TURN = _session_and_turn_query(bindparam("turn"))
+_OF_CURRENT_TURN = _session_and_turn_query(current_turn_id(bindparam("session")))
+
+
+async def _session_and_turn(
+    conn: AsyncConnection, query: Any, session_id: str, turn_id: str | None = None
+) -> Any:
+    """``query``'s row for the session (``None`` for an unknown session)."""
+    return (await conn.execute(query, {"session": session_id, "turn": turn_id})).first()
+
+
+_INSERT_MESSAGE = insert(messages)
 
 
 async def insert_message(
@@ -259,5 +293,5 @@ async def insert_message(
         "metadata": {},
         "created_at": utcnow(),
     }
-    await conn.execute(insert(messages).values(**row))
+    await conn.execute(_INSERT_MESSAGE, row)
     return row

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend import failpoints
@@ -26,7 +26,7 @@ from backend.clarifications.waiters import WaiterRegistry
 from backend.clock import utcnow
 from backend.db.bounded import bounded
 from backend.db.engine import write_tx
-from backend.db.json import json_merge
+from backend.db.json import json_merge, patch_param
 from backend.db.tables import sessions, turns
 from backend.errors import ReservationUnresolved
 from backend.events import Event
@@ -41,6 +41,24 @@ log = logging.getLogger(__name__)
 
 #: How often ready handling re-reads an unresolved reservation of another process.
 RESERVATION_POLL_S = 0.05
+
+#: The ready event's reads and close, built once (they run on every turn's end).
+_OWNER_GENERATION = select(sessions.c.prompt_generation).where(
+    sessions.c.id == bindparam("session")
+)
+_CLOSE_TURN = (
+    update(turns)
+    .where(
+        turns.c.id == bindparam("turn"),
+        turns.c.session_id == bindparam("session"),
+        turns.c.prompt_generation == bindparam("generation"),
+        turns.c.completed_at.is_(None),
+    )
+    .values(
+        completed_at=bindparam("now"), metadata=json_merge(turns.c.metadata, patch_param("how"))
+    )
+    .returning(turns.c.task_id)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,26 +148,16 @@ class TurnCompletion:
                 blocking = await reservations.unresolved(conn, session_id, other_than=turn_id)
                 if blocking is None:
                     owner = (
-                        await conn.execute(
-                            select(sessions.c.prompt_generation).where(sessions.c.id == session_id)
-                        )
+                        await conn.execute(_OWNER_GENERATION, {"session": session_id})
                     ).scalar_one_or_none()
-                    closed = (
-                        await conn.execute(
-                            update(turns)
-                            .where(
-                                turns.c.id == turn_id,
-                                turns.c.session_id == session_id,
-                                turns.c.prompt_generation == generation,
-                                turns.c.completed_at.is_(None),
-                            )
-                            .values(
-                                completed_at=utcnow(),
-                                metadata=json_merge(turns.c.metadata, {COMPLETION_STATUS: status}),
-                            )
-                            .returning(turns.c.task_id)
-                        )
-                    ).first()
+                    params = {
+                        "turn": turn_id,
+                        "session": session_id,
+                        "generation": generation,
+                        "now": utcnow(),
+                        "how": {COMPLETION_STATUS: status},
+                    }
+                    closed = (await conn.execute(_CLOSE_TURN, params)).first()
                     if closed is None:
                         return None
                     return ClosedTurn(closed.task_id, owns_session=owner == generation)

@@ -5,13 +5,15 @@ unpublished (``prompt_dispatch_pending``), so it does not supersede the bundle i
 Immediately before the executor call it is marked ``prompt_dispatch_attempted``: from then on
 nobody can prove the agent did not get the answer, so the successor is authoritative and the
 answer stays terminal. Acknowledgement publishes it (clears the private keys).
+
+The statements of every dispatch and every ready event are built once with bound parameters.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.authority.sql import DISPATCH_ATTEMPTED, DISPATCH_PENDING, TERMINAL_STATES
@@ -54,55 +56,60 @@ def reservation_metadata(
     }
 
 
-async def mark_attempted(conn: AsyncConnection, turn_id: str) -> bool:
-    result = await conn.execute(
+def _mark(patch: dict[str, Any], *, reserved: bool) -> Any:
+    """Merge ``patch`` into turn ``turn`` (only while it is a reservation, if ``reserved``)."""
+    where = [turns.c.id == bindparam("turn")]
+    if reserved:
+        where.append(json_flag(turns.c.metadata, DISPATCH_PENDING))
+    return (
         update(turns)
-        .where(turns.c.id == turn_id, json_flag(turns.c.metadata, DISPATCH_PENDING))
-        .values(metadata=json_merge(turns.c.metadata, {DISPATCH_ATTEMPTED: True}))
+        .where(*where)
+        .values(metadata=json_merge(turns.c.metadata, patch))
         .returning(turns.c.id)
     )
-    return result.first() is not None
+
+
+_MARK_ATTEMPTED = _mark({DISPATCH_ATTEMPTED: True}, reserved=True)
+_PUBLISH = _mark(dict.fromkeys(PRIVATE_KEYS), reserved=False)
+_TO_OUTBOX = _mark({**dict.fromkeys(PRIVATE_KEYS), START_EVENT_PENDING: True}, reserved=True)
+
+
+async def _marked(conn: AsyncConnection, stmt: Any, turn_id: str) -> bool:
+    return (await conn.execute(stmt, {"turn": turn_id})).first() is not None
+
+
+async def mark_attempted(conn: AsyncConnection, turn_id: str) -> bool:
+    return await _marked(conn, _MARK_ATTEMPTED, turn_id)
 
 
 async def publish(conn: AsyncConnection, turn_id: str) -> bool:
     """Clear the private dispatch keys: the successor is an ordinary, visible turn now."""
-    result = await conn.execute(
-        update(turns)
-        .where(turns.c.id == turn_id)
-        .values(metadata=json_merge(turns.c.metadata, dict.fromkeys(PRIVATE_KEYS)))
-        .returning(turns.c.id)
-    )
-    return result.first() is not None
+    return await _marked(conn, _PUBLISH, turn_id)
 
 
 async def to_outbox(conn: AsyncConnection, turn_id: str) -> bool:
     """The agent may have the successor (accepted, or ambiguous) but its start event was not
     published: drop the private keys (it is an ordinary current turn now, so ready handling no
     longer waits for it) and leave the start-event outbox marker for start-up replay."""
-    marker = {**dict.fromkeys(PRIVATE_KEYS), START_EVENT_PENDING: True}
-    result = await conn.execute(
-        update(turns)
-        .where(turns.c.id == turn_id, json_flag(turns.c.metadata, DISPATCH_PENDING))
-        .values(metadata=json_merge(turns.c.metadata, marker))
-        .returning(turns.c.id)
+    return await _marked(conn, _TO_OUTBOX, turn_id)
+
+
+_UNRESOLVED = (
+    select(turns.c.id)
+    .where(
+        turns.c.session_id == bindparam("session"),
+        turns.c.id != bindparam("other_than"),
+        json_flag(turns.c.metadata, DISPATCH_PENDING),
     )
-    return result.first() is not None
+    .limit(1)
+)
 
 
 async def unresolved(conn: AsyncConnection, session_id: str, other_than: str) -> str | None:
     """The id of a reservation of ``session_id`` (other than ``other_than``) whose dispatch
     has not resolved yet: neither published, nor rolled back, nor moved to the outbox."""
-    return (
-        await conn.execute(
-            select(turns.c.id)
-            .where(
-                turns.c.session_id == session_id,
-                turns.c.id != other_than,
-                json_flag(turns.c.metadata, DISPATCH_PENDING),
-            )
-            .limit(1)
-        )
-    ).scalar_one_or_none()
+    params = {"session": session_id, "other_than": other_than}
+    return (await conn.execute(_UNRESOLVED, params)).scalar_one_or_none()
 
 
 async def roll_back(

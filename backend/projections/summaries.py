@@ -15,6 +15,9 @@ Every write is a compare-and-set on ``revision`` (which only grows), batched: on
 per distinct target value over ``(task_id, revision) IN (...)``, so the statement count does not
 grow with the number of tasks. Rows whose compare-and-set lost are reloaded and retried a
 bounded number of times.
+
+A refresh runs after nearly every event of an answer, so its statements are built once with
+bound parameters (building a statement costs more event-loop CPU than running it).
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, TypeVar
 
-from sqlalchemy import Row, select, tuple_, update
+from sqlalchemy import Row, bindparam, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
@@ -232,14 +236,11 @@ class TaskSummaries:
             for chunk in _chunks(missing):
                 written += await self._insert(conn, [(t, todo[t]) for t in chunk], now)
             for fields, expected in by_target.items():
+                stmt = _update_statement(tuple(name for name, _ in fields))
+                values = {f"new_{name}": value for name, value in fields}
                 for chunk in _chunks(expected):
-                    stmt = (
-                        update(summaries)
-                        .where(tuple_(summaries.c.task_id, summaries.c.revision).in_(chunk))
-                        .values(**dict(fields), revision=summaries.c.revision + 1, updated_at=now)
-                        .returning(*summaries.c)
-                    )
-                    written += [Summary(**r._mapping) for r in await conn.execute(stmt)]
+                    params = {**values, "expected": chunk, "now": now}
+                    written += [Summary(**r._mapping) for r in await conn.execute(stmt, params)]
         return written
 
     async def _insert(
@@ -265,14 +266,46 @@ class TaskSummaries:
             log.warning("could not publish %s: %r", event.type, error)
 
 
+@lru_cache(maxsize=4)
+def _update_statement(names: tuple[str, ...]) -> Any:
+    """The compare-and-set of the fields ``names`` (bound as ``new_<name>``) on the rows whose
+    ``(task_id, revision)`` is in ``expected``; one statement per set of fields written."""
+    return (
+        update(summaries)
+        .where(
+            tuple_(summaries.c.task_id, summaries.c.revision).in_(
+                bindparam("expected", expanding=True)
+            )
+        )
+        .values(
+            **{name: bindparam(f"new_{name}") for name in names},
+            revision=summaries.c.revision + 1,
+            updated_at=bindparam("now"),
+        )
+        .returning(*summaries.c)
+    )
+
+
+_LOAD = select(*(summaries.c[name] for name in SUMMARY_COLUMNS)).where(
+    summaries.c.task_id.in_(bindparam("task_ids", expanding=True))
+)
+_EXISTING = select(tasks.c.id).where(tasks.c.id.in_(bindparam("task_ids", expanding=True)))
+_SESSION_OWNERS = (
+    select(sessions.c.task_id, sessions.c.id, sessions.c.state, sessions.c.is_primary)
+    .where(sessions.c.task_id.in_(bindparam("task_ids", expanding=True)))
+    .order_by(
+        sessions.c.task_id,
+        sessions.c.is_primary.desc(),
+        sessions.c.created_at.desc(),
+        sessions.c.id.desc(),
+    )
+)
+
+
 async def _load(conn: AsyncConnection, task_ids: list[str]) -> dict[str, Summary]:
     found: dict[str, Summary] = {}
     for chunk in _chunks(task_ids):
-        rows = await conn.execute(
-            select(*(summaries.c[name] for name in SUMMARY_COLUMNS)).where(
-                summaries.c.task_id.in_(chunk)
-            )
-        )
+        rows = await conn.execute(_LOAD, {"task_ids": chunk})
         found.update((row[0], Summary(*row)) for row in rows)
     return found
 
@@ -285,7 +318,7 @@ async def _pending_fields(conn: AsyncConnection, task_ids: list[str]) -> dict[st
 
 async def _all_fields(conn: AsyncConnection, task_ids: list[str]) -> dict[str, Fields]:
     """Every derived field of the tasks that (still) exist."""
-    found = await conn.execute(select(tasks.c.id).where(tasks.c.id.in_(task_ids)))
+    found = await conn.execute(_EXISTING, {"task_ids": task_ids})
     existing = [r.id for r in found]
     truth = await task_pending_actions(conn, Scope.tasks(task_ids))
     owners = await _session_owners(conn, existing)
@@ -308,16 +341,7 @@ async def _session_owners(
     primary session, of its newest one)."""
     owners: dict[str, tuple[str | None, str | None]] = {}
     for chunk in _chunks(task_ids):
-        rows = await conn.execute(
-            select(sessions.c.task_id, sessions.c.id, sessions.c.state, sessions.c.is_primary)
-            .where(sessions.c.task_id.in_(chunk))
-            .order_by(
-                sessions.c.task_id,
-                sessions.c.is_primary.desc(),
-                sessions.c.created_at.desc(),
-                sessions.c.id.desc(),
-            )
-        )
+        rows = await conn.execute(_SESSION_OWNERS, {"task_ids": chunk})
         for row in rows:
             if row.task_id not in owners:
                 owners[row.task_id] = (row.id if row.is_primary else None, row.state)

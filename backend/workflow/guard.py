@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend import failpoints
@@ -49,6 +49,16 @@ class GuardUnavailable(DomainError):
     code = "guard_unavailable"
 
 
+#: The move lock's two statements (every completed turn takes it), built once.
+_LOCK_TASK = select(tasks).where(tasks.c.id == bindparam("task")).with_for_update(key_share=True)
+_LOCK_SESSIONS = (
+    select(sessions.c.id)
+    .where(sessions.c.task_id == bindparam("task"))
+    .order_by(sessions.c.id)
+    .with_for_update(key_share=True)
+)
+
+
 async def lock_task_for_move(conn: AsyncConnection, task_id: str) -> Any:
     """Lock the task row and its sessions for the rest of the write transaction; returns the
     task row (``None`` when there is no such task).
@@ -76,16 +86,10 @@ async def lock_task_for_move(conn: AsyncConnection, task_id: str) -> Any:
     A session created after the lock has no current turn with a question yet; its first bundle
     needs a later transaction that updates that session, which the ordering above covers.
     """
-    locked_task = select(tasks).where(tasks.c.id == task_id).with_for_update(key_share=True)
-    task = (await conn.execute(locked_task)).first()
+    task = (await conn.execute(_LOCK_TASK, {"task": task_id})).first()
     if task is None:
         return None
-    await conn.execute(
-        select(sessions.c.id)
-        .where(sessions.c.task_id == task_id)
-        .order_by(sessions.c.id)
-        .with_for_update(key_share=True)
-    )
+    await conn.execute(_LOCK_SESSIONS, {"task": task_id})
     return task
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.access import Caller
@@ -191,6 +191,14 @@ async def move_task_to_step(conn: AsyncConnection, task_id: str, step_id: str) -
 ADVANCE_ON_TURN_COMPLETE = {DEFAULT_STEPS[1]: DEFAULT_STEPS[2]}
 
 
+#: The transition's step reads, built once (every completed turn asks).
+_STEP_NAME = select(workflow_steps.c.name).where(workflow_steps.c.id == bindparam("step"))
+_STEP_NAMED = select(workflow_steps.c.id).where(
+    workflow_steps.c.workflow_id == bindparam("workflow"),
+    workflow_steps.c.name == bindparam("name"),
+)
+
+
 async def advance_on_turn_complete(conn: AsyncConnection, task_id: str) -> MoveResult | None:
     """The workflow transition a completed agent turn triggers, through the same lock and
     guard as a user's move: ``None`` when the task's step has no such transition; raises
@@ -199,21 +207,12 @@ async def advance_on_turn_complete(conn: AsyncConnection, task_id: str) -> MoveR
     task = await lock_task_for_move(conn, task_id)
     if task is None:
         return None
-    current = (
-        await conn.execute(
-            select(workflow_steps.c.name).where(workflow_steps.c.id == task.workflow_step_id)
-        )
-    ).scalar_one_or_none()
+    current = (await conn.execute(_STEP_NAME, {"step": task.workflow_step_id})).scalar_one_or_none()
     target_name = ADVANCE_ON_TURN_COMPLETE.get(current or "")
     if target_name is None:
         return None
     target = (
-        await conn.execute(
-            select(workflow_steps.c.id).where(
-                workflow_steps.c.workflow_id == task.workflow_id,
-                workflow_steps.c.name == target_name,
-            )
-        )
+        await conn.execute(_STEP_NAMED, {"workflow": task.workflow_id, "name": target_name})
     ).scalar_one_or_none()
     if target is None:
         return None
