@@ -58,6 +58,7 @@ from backend.agents.elicitation import (
     UnsupportedForm,
     cancelled,
 )
+from backend.agents.lifeline import bound_to_worker
 from backend.agents.profiles import MOCK, MOCK_RECORD_ENV, AgentProfile
 from backend.errors import DomainError
 from backend.orchestrator.dispatch import (
@@ -262,13 +263,14 @@ class AcpExecutor(PromptDispatcher):
         profile = self.profiles.get(name)
         if profile is None:
             raise PromptRejected(f"there is no agent profile {name!r}")
+        env = {**os.environ, **profile.env}
         try:
             process = await asyncio.create_subprocess_exec(
-                *profile.command,
+                *bound_to_worker(profile.command, path=env.get("PATH"), cwd=profile.cwd),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env={**os.environ, **profile.env},
+                env=env,
                 cwd=profile.cwd,
                 limit=STDIO_LIMIT_BYTES,
             )
