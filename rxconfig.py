@@ -2,10 +2,15 @@
 
 The app owns no ``rx.Model`` tables (the backend owns the database, see ``backend.config``), so
 no ``db_url`` here. Everything that would reach the network at start-up is switched off: the
-machines Kandev runs on may only reach package registries.
+machines Kandev runs on may only reach package registries. A backend worker that dies is
+replaced instead of stopping the app (``kandev_app/supervision.py``).
 """
 
 import reflex as rx
+
+from kandev_app.supervision import respawn_failed_workers
+
+respawn_failed_workers()
 
 config = rx.Config(
     app_name="kandev_app",

@@ -176,7 +176,7 @@ class AppServer:
 
     def restart_after_crash(self) -> None:
         """Kill the group if anything of it is left (a ``crash`` fault point kills only the
-        worker), then start again on the same port and database."""
+        worker, which Granian then replaces), then start again on the same port and database."""
         if self._proc is not None:
             self._signal_group(signal.SIGKILL)
             self._proc.wait(timeout=20)
