@@ -160,7 +160,11 @@ async def test_crash_after_acknowledgement_replays_the_start_event(
     async with backend(tmp_path, database_url, agent_record) as (process, http):
         session, bundle = await detached_question(http, engine)
         await crash_while_answering(http, process, bundle, point)
-    assert len(dispatched(agent_record, session)) == 2  # the agent took the answer once
+    # The answer was written to the agent's stdin (acknowledged) before the crash; the agent
+    # dies with its worker (backend/agents/lifeline.py), so whether it read the prompt before
+    # its SIGTERM is a race. What holds: it was sent once and is never sent again.
+    after_crash = len(dispatched(agent_record, session))
+    assert after_crash in (1, 2)
 
     async with backend(tmp_path, database_url, agent_record) as (_, http):
         assert await active(http, session) == []
@@ -180,7 +184,7 @@ async def test_crash_after_acknowledgement_replays_the_start_event(
             )
         ]
     assert all(START_EVENT_PENDING not in m and "prompt_dispatch_pending" not in m for m in metas)
-    assert len(dispatched(agent_record, session)) == 2
+    assert len(dispatched(agent_record, session)) == after_crash  # never re-sent
 
 
 async def task_of(engine, session: str) -> str:
