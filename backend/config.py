@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     #: Several workers: how often a live worker settles the leftovers of workers that died
     #: meanwhile (their resumes, claims, permission requests, unacknowledged turns).
     worker_sweep_s: float = 2.0
+    #: Several workers: how often a worker checks it still holds its advisory lock, and stops
+    #: if not (well below ``worker_sweep_s``: the others wait one sweep before taking over).
+    worker_heartbeat_s: float = 0.5
 
 
 @lru_cache(maxsize=1)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -40,9 +41,22 @@ from backend.projections.revision import RevisionClock, start_clock
 from backend.projections.summaries import TaskSummaries
 from backend.projections.summary_projector import SummaryProjector
 from backend.recovery import recover
-from backend.workers import DeadOwners, SingleProcessLock, WorkerPresence
+from backend.workers import DeadOwners, PresenceLost, SingleProcessLock, WorkerPresence
 
 log = logging.getLogger(__name__)
+
+#: A worker's exit status once it lost its advisory lock (``EX_TEMPFAIL``: start another).
+EXIT_PRESENCE_LOST = 75
+
+
+def stop_process(lost: PresenceLost) -> None:
+    """Fail-stop: the other workers now take this one for dead and its work for theirs, so it
+    ends at once, as a crash would (no shutdown step may detach, pause or answer what they
+    take over); the supervisor (Granian) starts a new worker, and its agents die with it
+    (``backend/agents/lifeline.py``)."""
+    log.critical("stopping this worker: %s; the other workers take its work over", lost)
+    logging.shutdown()
+    os._exit(EXIT_PRESENCE_LOST)
 
 
 class RuntimeNotReadyError(DomainError):
@@ -62,10 +76,14 @@ class Runtime:
         bus: EventBus | None = None,
         owns_engine: bool = False,
         lock_process: bool = False,
+        on_presence_lost: Callable[[PresenceLost], None] | None = None,
     ) -> None:
         """``lock_process``: this runtime is its process's server (``backend.serve``, the app),
-        so on SQLite it refuses to start while another process serves the same file."""
+        so on SQLite it refuses to start while another process serves the same file.
+        ``on_presence_lost``: what a worker does once it lost its advisory lock (default: the
+        process stops at once, :func:`stop_process`); a test's in-process runtime records it."""
         settings = settings or get_settings()
+        self._on_presence_lost = on_presence_lost or stop_process
         self.engine = engine
         self._owns_engine = owns_engine
         self.settings = settings
@@ -220,15 +238,27 @@ class Runtime:
             await recover(self.engine, self.bus)
 
     async def _sweep_forever(self, presence: WorkerPresence) -> None:
-        """Settle the leftovers of workers that died while this one serves (their advisory
-        lock is gone): the start-up recovery, same filter, whenever no worker holds the
-        recovery lock. A failed sweep is logged; the next one tries again."""
+        """Check every ``worker_heartbeat_s`` that this worker still holds its lock (fail-stop
+        if not), and every ``worker_sweep_s`` settle the leftovers of workers that died while
+        this one serves: the start-up recovery, for workers gone at two sweeps in a row,
+        whenever no worker holds the recovery lock. A failed sweep is logged; the next one
+        tries again."""
+        loop = asyncio.get_running_loop()
+        next_sweep = loop.time() + self.settings.worker_sweep_s
         while True:
-            await asyncio.sleep(self.settings.worker_sweep_s)
+            await asyncio.sleep(min(self.settings.worker_heartbeat_s, self.settings.worker_sweep_s))
+            try:
+                await presence.verify()
+            except PresenceLost as lost:
+                self._on_presence_lost(lost)
+                return
+            if loop.time() < next_sweep:
+                continue
+            next_sweep = loop.time() + self.settings.worker_sweep_s
             try:
                 async with presence.recovery_if_free() as mine:
                     if mine:
-                        owners = await presence.dead_filter()
+                        owners = await presence.sweep_filter()
                         await recover(self.engine, self.bus, owners)
                         await self._detach_orphaned_questions(owners)
             except asyncio.CancelledError:

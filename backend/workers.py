@@ -17,6 +17,14 @@ a claim being delivered):
   every ``KANDEV_WORKER_SWEEP_S`` (the same recovery, same filter, under the same lock when it
   is free), so a resume, a claim or a permission request of the dead worker is settled
   within seconds, not at the next start;
+- a worker whose lock connection is lost (the database restarted, the connection was cut or
+  terminated) has lost its lock with it, and the others take it for dead: it stops at once
+  (fail-stop, :class:`PresenceLost`; its supervisor starts a new worker with a new identity,
+  and its agents die with it), rather than serve on as a zombie beside the workers taking its
+  work over. It checks its lock every ``KANDEV_WORKER_HEARTBEAT_S``; a sweep takes over only
+  the work of workers it saw gone twice, a sweep interval apart
+  (:meth:`WorkerPresence.dead_filter`), so a worker that lost its lock has stopped before the
+  others touch its work (the atomic claims keep even a later zombie from answering twice);
 - a clarification bundle names the worker whose waiter holds it; while that worker lives,
   every worker treats the bundle as live (:func:`other_live_workers`) and hands answers to it
   (``backend/clarifications/handover.py``); once it died the bundle is detached by the rule.
@@ -39,6 +47,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement, or_, text, true
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from backend.db.json import json_text
@@ -87,19 +96,47 @@ class OtherProcessHoldsDatabase(RuntimeError):
     """Another process serves this SQLite database."""
 
 
+class PresenceLost(RuntimeError):
+    """This worker no longer holds its advisory lock: the others may take its work over."""
+
+
 class WorkerPresence:
     """This worker's advisory lock on PostgreSQL, and the question who else lives."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._conn: AsyncConnection | None = None
+        #: The workers alive at the previous sweep's look (``None`` before the first sweep).
+        self._seen_alive: frozenset[str] | None = None
 
     async def start(self) -> None:
         self._conn = await self.engine.connect()
+        # Named, so an operator can tell the presence sessions in pg_stat_activity.
+        await self._conn.execute(
+            text("SELECT set_config('application_name', :name, false)"),
+            {"name": f"kandev worker {worker_id()}"},
+        )
         await self._conn.execute(
             text("SELECT pg_advisory_lock(:ns, :key)"), {"ns": NAMESPACE, "key": int(worker_id())}
         )
         await self._conn.commit()
+
+    async def verify(self) -> None:
+        """Raise :class:`PresenceLost` unless this worker's lock is still held by its own
+        connection (a broken connection counts: its session, and the lock, are gone)."""
+        if self._conn is None:
+            raise PresenceLost("this worker's lock connection is closed")
+        try:
+            held = (
+                await self._conn.execute(
+                    _HOLDS_OWN_LOCK, {"ns": NAMESPACE, "key": int(worker_id())}
+                )
+            ).scalar_one()
+            await self._conn.commit()
+        except SQLAlchemyError as error:  # the connection is gone, or was replaced
+            raise PresenceLost(f"this worker's lock connection failed: {error!r}") from error
+        if not held:
+            raise PresenceLost("this worker's advisory lock is no longer held")
 
     async def stop(self) -> None:
         if self._conn is not None:
@@ -155,7 +192,19 @@ class WorkerPresence:
         return alive
 
     async def dead_filter(self) -> DeadOwners:
-        return DeadOwners(await self.live_workers())
+        """The work start-up recovery may take over: that of every worker not alive now (its
+        look is the first sweep's previous one)."""
+        self._seen_alive = await self.live_workers()
+        return DeadOwners(self._seen_alive)
+
+    async def sweep_filter(self) -> DeadOwners:
+        """The work a sweep may take over: that of workers gone now and at the previous sweep.
+        A worker that just lost its lock is still running until its heartbeat notices (within
+        ``KANDEV_WORKER_HEARTBEAT_S``, well below a sweep interval); its work waits for the
+        next sweep, by when it has stopped."""
+        alive = await self.live_workers()
+        seen, self._seen_alive = self._seen_alive, alive
+        return DeadOwners(alive | (seen or frozenset()))
 
 
 async def live_workers(conn: AsyncConnection) -> frozenset[str]:
@@ -166,6 +215,12 @@ async def live_workers(conn: AsyncConnection) -> frozenset[str]:
     rows = await conn.execute(_LIVE_WORKERS, {"ns": NAMESPACE})
     return frozenset(str(key) for key in rows.scalars() if key != RECOVERY_KEY)
 
+
+_HOLDS_OWN_LOCK = text(
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    " AND pid = pg_backend_pid() AND classid::bigint = :ns AND objid::bigint = :key"
+    " AND objsubid = 2)"
+)
 
 _LIVE_WORKERS = text(
     "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import select
@@ -21,11 +22,13 @@ from backend.recovery import recover
 from backend.workers import (
     WORKER_KEY,
     OtherProcessHoldsDatabase,
+    PresenceLost,
     SingleProcessLock,
     WorkerPresence,
     worker_id,
 )
 from tests.support.builders import World
+from tests.support.postgres import cut_worker_lock_connection
 
 _OTHER_WORKER = (
     "import asyncio, sys\n"
@@ -56,6 +59,37 @@ async def _other_process(database_url: str, kind: str) -> tuple[asyncio.subproce
     return process, line.decode().strip()
 
 
+async def _kill(
+    other: asyncio.subprocess.Process, other_id: str = "", observer: WorkerPresence | None = None
+) -> None:
+    """kill -9 the other worker: its connection, and with it its lock, goes at once (as
+    ``observer`` sees within seconds)."""
+    if other.returncode is None:
+        other.kill()
+        await other.wait()
+    for _ in range(100 if observer else 0):
+        if other_id not in await observer.live_workers():
+            break
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def two_workers(
+    database_url, engine
+) -> AsyncIterator[tuple[WorkerPresence, asyncio.subprocess.Process, str]]:
+    """This test's worker and another worker process (its id): both hold their locks."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("several workers serve PostgreSQL only")
+    here = WorkerPresence(engine)
+    await here.start()
+    other, other_id = await _other_process(database_url, "pg")
+    try:
+        yield here, other, other_id
+    finally:
+        await _kill(other)
+        await here.stop()
+
+
 async def _unacknowledged_turn(world: World, owner: str) -> str:
     session = await world.session()
     return await world.turn(session, 1, meta={DISPATCH_UNACKNOWLEDGED: True, WORKER_KEY: owner})
@@ -70,45 +104,74 @@ async def _failed(engine, turn_id: str) -> bool:
 
 
 async def test_a_starting_worker_recovers_only_the_work_of_workers_that_are_gone(
-    database_url, engine
+    engine, two_workers: tuple[WorkerPresence, asyncio.subprocess.Process, str]
 ):
+    here, other, other_id = two_workers
+    assert {worker_id(), other_id} <= await here.live_workers()
+    world = World(engine)
+    live_work = await _unacknowledged_turn(world, other_id)
+    dead_work = await _unacknowledged_turn(world, "12345")  # a worker nobody runs
+    async with here.exclusive_recovery():
+        await recover(engine, InMemoryEventBus(), await here.dead_filter())
+    assert await _failed(engine, dead_work)
+    assert not await _failed(engine, live_work)  # the other worker is still on it
+
+    await _kill(other, other_id, here)
+    async with here.exclusive_recovery():
+        await recover(engine, InMemoryEventBus(), await here.dead_filter())
+    assert await _failed(engine, live_work)
+    # A stopped worker's lock is gone (its connection is not handed to the pool still
+    # holding it, where the next user would hold the lock instead).
+    await here.stop()
+    assert worker_id() not in await _observed_live(engine)
+
+
+async def test_a_worker_whose_lock_connection_is_cut_knows_it_lost_its_lock(engine):
     if engine.dialect.name != "postgresql":
         pytest.skip("several workers serve PostgreSQL only")
     here = WorkerPresence(engine)
     await here.start()
-    other, other_id = await _other_process(database_url, "pg")
     try:
-        assert {worker_id(), other_id} <= await here.live_workers()
-        world = World(engine)
-        live_work = await _unacknowledged_turn(world, other_id)
-        dead_work = await _unacknowledged_turn(world, "12345")  # a worker nobody runs
-        async with here.exclusive_recovery():
-            await recover(engine, InMemoryEventBus(), await here.dead_filter())
-        assert await _failed(engine, dead_work)
-        assert not await _failed(engine, live_work)  # the other worker is still on it
-
-        other.kill()  # kill -9: its connection, and with it its lock, goes at once
-        await other.wait()
-        for _ in range(100):
-            if other_id not in await here.live_workers():
+        await here.verify()  # held: nothing to report
+        await here.verify()
+        await cut_worker_lock_connection(engine, worker_id())
+        for _ in range(100):  # the others see it gone at once
+            if worker_id() not in await _observed_live(engine):
                 break
             await asyncio.sleep(0.05)
-        async with here.exclusive_recovery():
-            await recover(engine, InMemoryEventBus(), await here.dead_filter())
-        assert await _failed(engine, live_work)
+        with pytest.raises(PresenceLost):
+            await here.verify()
+        # And again: a connection SQLAlchemy opens anew in its place holds no lock.
+        with pytest.raises(PresenceLost, match=r"no longer held|failed"):
+            await here.verify()
     finally:
-        if other.returncode is None:
-            other.kill()
-            await other.wait()
         await here.stop()
-    # A stopped worker's lock is gone (its connection is not handed to the pool still
-    # holding it, where the next user would hold the lock instead).
+
+
+async def _observed_live(engine) -> frozenset[str]:
     observer = WorkerPresence(engine)
     observer._conn = await engine.connect()
     try:
-        assert worker_id() not in await observer.live_workers()
+        return await observer.live_workers()
     finally:
         await observer.stop()
+
+
+async def test_a_sweep_takes_over_the_work_of_a_worker_gone_at_two_looks_in_a_row(
+    engine, two_workers: tuple[WorkerPresence, asyncio.subprocess.Process, str]
+):
+    """A worker that just lost its lock still runs until its heartbeat notices: a sweep
+    leaves its work to the next sweep, by when it has stopped."""
+    here, other, other_id = two_workers
+    world = World(engine)
+    work = await _unacknowledged_turn(world, other_id)
+    async with here.exclusive_recovery():  # start-up: the other worker lives
+        await recover(engine, InMemoryEventBus(), await here.dead_filter())
+    await _kill(other, other_id, here)
+    await recover(engine, InMemoryEventBus(), await here.sweep_filter())
+    assert not await _failed(engine, work)  # gone at one look only
+    await recover(engine, InMemoryEventBus(), await here.sweep_filter())
+    assert await _failed(engine, work)
 
 
 async def test_recoveries_run_one_at_a_time(engine):

@@ -14,16 +14,7 @@ import pytest
 
 from backend.agents.lifeline import bound_to_worker
 from tests.support.builders import World
-from tests.support.processes import BackendProcess, eventually
-
-
-def alive(pid: int) -> bool:
-    """Running, not merely a zombie nobody has reaped yet."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+from tests.support.processes import BackendProcess, alive, eventually
 
 
 def agent_pids(record: Path, session: str) -> set[int]:

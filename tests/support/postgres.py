@@ -4,7 +4,8 @@ In order: ``KANDEV_TEST_POSTGRES_URL``; the local server at 127.0.0.1:5432 when 
 throwaway server that pytest-postgresql starts from the ``postgresql`` package binaries
 (``KANDEV_TEST_POSTGRES_THROWAWAY=1`` skips the local server to exercise this path). Under
 ``CI=true`` no server is a failure, never a silent skip. Each test session creates its own
-databases on that server and drops them afterwards.
+databases on that server and drops them afterwards. And what a restart does to a worker's
+lock session (:func:`cut_worker_lock_connection`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 import pytest
+import sqlalchemy
 from pytest_postgresql import factories
 from sqlalchemy.engine import make_url
 
@@ -82,3 +85,18 @@ def scratch_database(server: str) -> Iterator[str]:
     finally:
         with psycopg.connect(_libpq(server), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def cut_worker_lock_connection(engine: Any, worker: str) -> None:
+    """What a database restart or a cut network does to ``worker``'s advisory-lock session
+    (``backend/workers.py`` names it ``kandev worker <id>``): the server ends it."""
+    async with engine.connect() as conn:
+        cut = await conn.execute(
+            sqlalchemy.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = :name"
+            ),
+            {"name": f"kandev worker {worker}"},
+        )
+        assert cut.scalars().all() == [True], f"no lock session of worker {worker}"
+        await conn.commit()

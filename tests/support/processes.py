@@ -28,6 +28,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def alive(pid: int) -> bool:
+    """Running, not merely a zombie nobody has reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 async def eventually(
     probe: Callable[[], Awaitable[T] | T],
     check: Callable[[T], bool] = bool,

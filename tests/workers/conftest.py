@@ -162,3 +162,20 @@ async def detached_question(
         within_s=20,
     )
     return session, bundle
+
+
+async def answered_as_detached(
+    workers: Workers, worker: Worker, session_id: str, reply: str
+) -> None:
+    """The session's one question, whose worker died, is answered on ``worker`` as a detached
+    one: the answer resumes the agent (started again there) exactly once."""
+    (seen,) = await eventually(
+        lambda: worker.bundles(session_id),
+        lambda b: len(b) == 1 and b[0]["state"] == "active_detached",
+        within_s=20,
+    )
+    response = await worker.respond(seen)
+    assert response.status_code == 200, response.text
+    assert response.json()["outcome"] == "resumed"
+    await eventually(lambda: worker.agent_replies(session_id), lambda r: r == [reply], within_s=30)
+    assert len(workers.prompts(session_id)) == 2  # the question's prompt, then one resume

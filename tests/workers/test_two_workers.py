@@ -8,10 +8,23 @@ import asyncio
 
 import httpx
 import pytest
+from sqlalchemy import select
 
+from backend.db.engine import read_tx
+from backend.db.json import json_text
+from backend.db.tables import messages
+from backend.runtime import EXIT_PRESENCE_LOST
+from backend.workers import WORKER_KEY
 from tests.support.builders import World
-from tests.support.processes import eventually
-from tests.workers.conftest import Workers, detached_question, heard, live_question
+from tests.support.postgres import cut_worker_lock_connection
+from tests.support.processes import alive, eventually
+from tests.workers.conftest import (
+    Workers,
+    answered_as_detached,
+    detached_question,
+    heard,
+    live_question,
+)
 
 
 @pytest.mark.scenario("S01")
@@ -106,16 +119,7 @@ async def test_a_question_whose_worker_died_is_answered_as_a_detached_one(worker
     assert frame["data"]["message"]["metadata"]["status"] == "pending"
     assert frame["data"]["pending_action"] == "clarification"
 
-    (seen,) = await eventually(
-        lambda: other.bundles(session), lambda b: b and b[0]["state"] == "active_detached"
-    )
-    response = await other.respond(seen)
-    assert response.status_code == 200, response.text
-    assert response.json()["outcome"] == "resumed"
-    await eventually(
-        lambda: other.agent_replies(session), lambda r: r == ["Got: Survive?: yes"], within_s=30
-    )
-    assert len(workers.prompts(session)) == 2  # the question's prompt, then one resume
+    await answered_as_detached(workers, other, session, "Got: Survive?: yes")
 
 
 async def test_a_question_asked_on_one_worker_is_announced_to_the_others_clients(
@@ -227,3 +231,30 @@ async def test_the_agent_of_a_dead_worker_is_started_again_by_the_worker_that_ge
     before, after = workers.prompts(session)
     assert before["agent_pid"] != after["agent_pid"]
     assert after["acp_session_id"] == before["acp_session_id"]  # the conversation goes on
+
+
+async def test_a_worker_that_lost_its_lock_stops_and_the_other_takes_its_question_over(
+    workers: Workers, engine
+):
+    """The holder's lock session is ended under it (a database restart, a cut connection):
+    the other workers now take it for dead, so it stops at once instead of serving on beside
+    them, its agent dies with it, and its question is answered as a detached one."""
+    holder, other = await workers.start(), await workers.start()
+    task = await World(engine).task()
+    session, bundle = await live_question(holder, task, "/ask Still here? | yes | no")
+    async with read_tx(engine) as conn:
+        owner = (
+            await conn.execute(
+                select(json_text(messages.c.metadata, WORKER_KEY)).where(
+                    messages.c.id == bundle["questions"][0]["message_id"]
+                )
+            )
+        ).scalar_one()
+    (asked,) = workers.prompts(session)
+
+    await cut_worker_lock_connection(engine, owner)
+
+    assert await holder.process.exited() == EXIT_PRESENCE_LOST
+    assert "stopping this worker" in holder.process.log()
+    await eventually(lambda: not alive(asked["agent_pid"]), within_s=10)  # its lifeline
+    await answered_as_detached(workers, other, session, "Got: Still here?: yes")
