@@ -1,7 +1,8 @@
 """A backend worker of the real app (``reflex run --env prod``, Granian) that dies is replaced,
 and the app never stops serving (``kandev_app/supervision.py``): with one worker the app comes
 back by itself on SQLite and PostgreSQL; with two (PostgreSQL, NATS, Redis) the other worker
-answers throughout. Granian's default was to stop every worker when one died."""
+answers throughout, also when a worker stops itself because its lock session was cut.
+Granian's default was to stop every worker when one died."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.e2e.server import AppServer
+from tests.support.postgres import libpq_url
 from tests.support.processes import free_port
 
 pytestmark = pytest.mark.e2e
@@ -141,4 +144,27 @@ def test_a_dead_worker_is_replaced_while_the_other_serves_on(two_workers: AppSer
         time.sleep(0.2)
     after = wait_for_workers(two_workers, 2, {victim})
     assert before - {victim} <= after
+    assert healthy(two_workers, within_s=5.0)
+
+
+def test_a_worker_that_lost_its_lock_session_is_replaced(
+    two_workers: AppServer, e2e_database_url: str
+):
+    """One worker's lock session is ended under it (a PostgreSQL restart, a cut connection):
+    that worker stops itself, Granian starts another, and the other serves throughout."""
+    before = wait_for_workers(two_workers, 2, set())
+    with psycopg.connect(libpq_url(e2e_database_url), autocommit=True) as conn:
+        (cut,) = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name LIKE 'kandev worker %'"
+            " ORDER BY pid LIMIT 1"
+        ).fetchall()
+    assert cut == (True,)
+    deadline = time.monotonic() + RESPAWN_WITHIN_S
+    while (after := workers(two_workers)) >= before:
+        assert healthy(two_workers, within_s=1.0), two_workers.log_tail()
+        assert time.monotonic() < deadline, f"no worker stopped; log:\n{two_workers.log_tail()}"
+        time.sleep(0.1)
+    (stopped,) = before - after
+    wait_for_workers(two_workers, 2, {stopped})
     assert healthy(two_workers, within_s=5.0)

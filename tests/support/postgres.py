@@ -29,13 +29,14 @@ LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
 def _answers(url: str) -> bool:
     try:
-        with psycopg.connect(_libpq(url), connect_timeout=3):
+        with psycopg.connect(libpq_url(url), connect_timeout=3):
             return True
     except psycopg.Error:
         return False
 
 
-def _libpq(url: str) -> str:
+def libpq_url(url: str) -> str:
+    """A SQLAlchemy URL as libpq (psycopg) takes it."""
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
@@ -78,12 +79,12 @@ def server_url(request: pytest.FixtureRequest) -> str:
 def scratch_database(server: str) -> Iterator[str]:
     """Create a uniquely named database for this test session; drop it afterwards."""
     name = f"kandev_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_libpq(server), autocommit=True) as conn:
+    with psycopg.connect(libpq_url(server), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
         yield make_url(server).set(database=name).render_as_string(hide_password=False)
     finally:
-        with psycopg.connect(_libpq(server), autocommit=True) as conn:
+        with psycopg.connect(libpq_url(server), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
