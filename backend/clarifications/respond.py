@@ -20,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from backend import failpoints
 from backend.authority import BundleFacts, BundleState, bundle_facts
@@ -83,10 +84,20 @@ class Responder:
         self.claim_bound_s = BOUNDED_WRITE_S
 
     async def respond(
-        self, pending_id: str, answers: list[Answer] | None, rejected: bool, reason: str | None
+        self,
+        pending_id: str,
+        answers: list[Answer] | None,
+        rejected: bool,
+        reason: str | None,
+        *,
+        authorize: Callable[[AsyncConnection], Awaitable[None]] | None = None,
     ) -> str:
-        """Returns the outcome: ``delivered``, ``resumed`` or ``rejected``."""
+        """Returns the outcome: ``delivered``, ``resumed`` or ``rejected``. ``authorize``
+        raises unless the caller may answer (a 404), read in the same transaction as the
+        bundle, before anything is written."""
         async with read_tx(self.engine) as conn:
+            if authorize is not None:
+                await authorize(conn)
             facts = await bundle_facts(conn, pending_id)
             rows = await bundle_rows(conn, pending_id)
         if facts is None or facts.request_type != MessageType.CLARIFICATION_REQUEST.value:

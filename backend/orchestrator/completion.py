@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from backend import failpoints
 from backend.authority import Scope, session_authority
@@ -66,6 +66,10 @@ class ClosedTurn:
     task_id: str
     #: The event's generation still owns the session: completion actions may run.
     owns_session: bool
+    #: The questions the agent no longer waits for, detached with the close (to announce).
+    detached: list[dict[str, Any]] = field(default_factory=list)
+    #: The session's state changed with the close (to announce).
+    state_changed: bool = False
 
 
 class TurnCompletion:
@@ -100,18 +104,10 @@ class TurnCompletion:
         if closed is None or not closed.owns_session:
             return False
         self.on_activity(session_id)
-        # Turn teardown detaches what the agent no longer waits for (a no-op when done).
-        for waiter in self.waiters.of_session(session_id):
-            if waiter.turn_id == turn_id:
-                self.waiters.drop(waiter.pending_id)
-        await self.detach_and_publish(session_id, turn_id=turn_id)
-        async with write_tx(self.engine) as conn:
-            (authority,) = await session_authority(conn, Scope.session(session_id))
-            waiting = authority.pending_action is PendingAction.CLARIFICATION
-            next_state = SessionState.WAITING_FOR_INPUT if waiting else SessionState.IDLE
-            changed = await set_state_for_generation(conn, session_id, generation, next_state)
+        for row in closed.detached:
+            await self.events.message("session.message.updated", row)
         ids = {"session_id": session_id, "task_id": closed.task_id}
-        if changed:
+        if closed.state_changed:
             await self.events.publish(Event("session.updated", ids))
         await self.events.publish(
             Event("turn.completed", {**ids, "turn_id": turn_id, "status": status})
@@ -137,9 +133,11 @@ class TurnCompletion:
     ) -> ClosedTurn | None:
         """Close the named turn once no other reservation of the session is unresolved.
 
-        The check and the close are one transaction holding the session lock, so a
-        reservation admitted afterwards is seen by the generation check instead. ``None``: no
-        such open turn at that generation (a duplicate or unknown event)."""
+        The check, the close and (while its generation owns the session) the teardown are one
+        transaction holding the session lock, so a reservation admitted afterwards is seen by
+        the generation check instead, and every exit leaves the turn either open as it was or
+        closed with its teardown done. ``None``: no such open turn at that generation (a
+        duplicate or unknown event)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.reservation_wait_s
         while True:
@@ -160,7 +158,9 @@ class TurnCompletion:
                     closed = (await conn.execute(_CLOSE_TURN, params)).first()
                     if closed is None:
                         return None
-                    return ClosedTurn(closed.task_id, owns_session=owner == generation)
+                    if owner != generation:
+                        return ClosedTurn(closed.task_id, owns_session=False)
+                    return await self._tear_down(conn, session_id, turn_id, generation, closed)
             await failpoints.hit("ready.awaits_reservation")
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -173,6 +173,21 @@ class TurnCompletion:
             else:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(resolution.wait(), remaining)
+
+    async def _tear_down(
+        self, conn: AsyncConnection, session_id: str, turn_id: str, generation: int, closed: Any
+    ) -> ClosedTurn:
+        """In the close's transaction: detach what the agent no longer waits for (a no-op
+        when it answered everything) and set the session waiting for input or idle."""
+        for waiter in self.waiters.of_session(session_id):
+            if waiter.turn_id == turn_id:  # the turn's prompt ended: so did its tool calls
+                self.waiters.drop(waiter.pending_id)
+        detached = await detach(conn, session_id, turn_id=turn_id)
+        (authority,) = await session_authority(conn, Scope.session(session_id))
+        waiting = authority.pending_action is PendingAction.CLARIFICATION
+        next_state = SessionState.WAITING_FOR_INPUT if waiting else SessionState.IDLE
+        changed = await set_state_for_generation(conn, session_id, generation, next_state)
+        return ClosedTurn(closed.task_id, True, detached, changed)
 
     async def _advance_workflow(self, task_id: str) -> None:
         """The on-turn-complete workflow transition, behind the workflow guard: an active

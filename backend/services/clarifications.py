@@ -24,9 +24,15 @@ async def respond_to_bundle(
     reason: str | None = None,
 ) -> str:
     """Answer or Skip a visible bundle; returns the outcome. Raises the responder's errors:
-    ``NotActive`` (409), ``DeliveryFailed`` (500, ``retryable``), 400s."""
-    await _require_bundle(runtime, caller, pending_id)
-    return await runtime.responder.respond(pending_id, answers, rejected, reason)
+    ``NotActive`` (409), ``DeliveryFailed`` (500, ``retryable``), 400s; 404 for a bundle the
+    caller cannot see (checked in the responder's first read, before any work)."""
+    return await runtime.responder.respond(
+        pending_id,
+        answers,
+        rejected,
+        reason,
+        authorize=lambda conn: visible_bundle(conn, caller, pending_id),
+    )
 
 
 async def cancel_live_bundle(runtime: Runtime, caller: Caller, pending_id: str) -> None:
