@@ -40,10 +40,15 @@ _CLAIM_SHAPES = 32
 _LOCK_SESSION = select(sessions.c.id).where(sessions.c.id == bindparam("session")).with_for_update()
 
 
-async def lock_session(conn: AsyncConnection, session_id: str) -> None:
-    """Serialize against prompt admission on PostgreSQL (SQLite's write lock already does):
-    a newer turn cannot be admitted between the state check and the claim."""
+async def lock_session(conn: AsyncConnection, session_id: str) -> bool:
+    """Serialize against prompt admission on PostgreSQL: a newer turn cannot be admitted
+    between the state check and the claim. SQLite's write lock already does (every write
+    transaction begins ``IMMEDIATE``, so what it read was already final): no statement.
+    ``True`` when a lock was taken now (what was read before it may have changed)."""
+    if conn.dialect.name == "sqlite":
+        return False
     await conn.execute(_LOCK_SESSION, {"session": session_id})
+    return True
 
 
 async def classify_locked(
@@ -55,9 +60,9 @@ async def classify_locked(
     facts = await bundle_facts(conn, bundle_id)
     if facts is None:
         raise NotFound(f"no such {what}")
-    await lock_session(conn, facts.session_id)
-    facts = await bundle_facts(conn, bundle_id)
-    assert facts is not None
+    if await lock_session(conn, facts.session_id):
+        facts = await bundle_facts(conn, bundle_id)  # as of the lock
+        assert facts is not None
     elsewhere = facts.live_worker in await other_live_workers(conn, [facts.live_worker])
     state = classify_bundle(facts, waiters, held_elsewhere=elsewhere)
     if not state.is_active:

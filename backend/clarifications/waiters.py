@@ -8,6 +8,8 @@ answerable) by the rule, because "live" only means "a waiter exists here".
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +49,27 @@ class WaiterRegistry:
 
     def register(self, waiter: LiveWaiter) -> None:
         self._waiters[waiter.pending_id] = waiter
+
+    @contextmanager
+    def until_committed(self) -> Iterator[Callable[[LiveWaiter], None]]:
+        """Register waiters inside the transaction that stores their question, before its
+        commit makes the row visible, so no reader ever sees a stored question without its
+        waiter (the rule would call it detached, and an answer would take the detached path
+        while the agent is about to wait). Wrap the whole transaction: when it fails (rolled
+        back, or its commit's outcome unknown) the waiters it registered are dropped again."""
+        held: list[LiveWaiter] = []
+
+        def hold(waiter: LiveWaiter) -> None:
+            self.register(waiter)
+            held.append(waiter)
+
+        try:
+            yield hold
+        except BaseException:
+            for waiter in held:
+                if self._waiters.get(waiter.pending_id) is waiter:
+                    del self._waiters[waiter.pending_id]
+            raise
 
     def has_waiter(self, pending_id: str) -> bool:
         waiter = self._waiters.get(pending_id)

@@ -84,52 +84,50 @@ class LiveClarifications:
         self.watchdog.on_activity(session_id)
         await failpoints.hit("clarification.before_store")  # the agent asks; nothing stored yet
 
-        async def store() -> tuple[str, list[dict[str, Any]]]:
-            async with write_tx(self.engine) as conn:
-                admitted = await require_current(
-                    conn, session_id, turn_id, generation, open_turn=True
-                )
-                stored = await create_bundle(
-                    conn,
-                    session_id=session_id,
-                    task_id=admitted.task_id,
-                    turn_id=turn_id,
-                    questions=questions,
-                )
-                await set_state_for_generation(
-                    conn, session_id, generation, SessionState.WAITING_FOR_INPUT
-                )
-                return stored
-
-        def waiter_for(bundle_id: str) -> LiveWaiter:
-            return LiveWaiter(bundle_id, session_id, turn_id, generation)
+        async def store() -> tuple[LiveWaiter, list[dict[str, Any]]]:
+            """The bundle, the session waiting for input, and the waiter registered before
+            the commit (see :meth:`WaiterRegistry.until_committed`)."""
+            with self.waiters.until_committed() as hold:
+                async with write_tx(self.engine) as conn:
+                    admitted = await require_current(
+                        conn, session_id, turn_id, generation, open_turn=True
+                    )
+                    bundle_id, rows = await create_bundle(
+                        conn,
+                        session_id=session_id,
+                        task_id=admitted.task_id,
+                        turn_id=turn_id,
+                        questions=questions,
+                    )
+                    await set_state_for_generation(
+                        conn, session_id, generation, SessionState.WAITING_FOR_INPUT
+                    )
+                    waiter = LiveWaiter(bundle_id, session_id, turn_id, generation)
+                    hold(waiter)
+                # Committed, answerable live already, not yet announced; a fault here is an
+                # unknown commit outcome: the waiter goes, the question stays, detached.
+                await failpoints.hit("clarification.after_store")
+            return waiter, rows
 
         # Stored but the agent already gone: the question stays, detached (like a disconnect).
-        bundle_id, rows = await bounded(
+        waiter, rows = await bounded(
             store(),
-            undo=lambda stored: self._detach_and_pause(waiter_for(stored[0])),
+            undo=lambda stored: self._abandon(stored[0]),
             undo_seconds=self._pause_bound_s + BOUNDED_WRITE_S,
         )
-        waiter = waiter_for(bundle_id)
-        self.waiters.register(waiter)
-        try:
-            for row in rows:
-                await self.events.message("session.message.added", row)
-        except Exception as error:
-            log.warning("question %s not published (reads converge): %r", bundle_id, error)
+        bundle_id = waiter.pending_id
         gone = asyncio.ensure_future(agent_gone)
         try:
+            await self._announce(bundle_id, rows)
             await asyncio.wait(
                 {waiter.future, gone},
                 timeout=max(wait_seconds, 0),
                 return_when=asyncio.FIRST_COMPLETED,
             )
-        except asyncio.CancelledError:
-            # The server cancelled the request: the agent is gone, the question must stay.
-            self.waiters.drop(bundle_id)
-            if waiter.future.done():
-                _fail_confirmation(waiter.future.result(), "the agent went away")
-            await self._detach_and_pause(waiter)
+        except BaseException:
+            # The server cancelled the request (the agent is gone): the question must stay,
+            # detached, and an answer handed over meanwhile is released.
+            await self._abandon(waiter)
             raise
         finally:
             gone.cancel()
@@ -176,6 +174,23 @@ class LiveClarifications:
             ),
             self._pause_bound_s,
         )
+
+    async def _announce(self, bundle_id: str, rows: list[dict[str, Any]]) -> None:
+        """``session.message.added`` for the stored question; a failure is logged (reads
+        converge), a cancellation is not swallowed."""
+        try:
+            for row in rows:
+                await self.events.message("session.message.added", row)
+        except Exception as error:
+            log.warning("question %s not published (reads converge): %r", bundle_id, error)
+
+    async def _abandon(self, waiter: LiveWaiter) -> None:
+        """The agent's request is gone: no wait, an answer handed over meanwhile is not taken
+        (its responder releases it), and the question stays, detached."""
+        self.waiters.drop(waiter.pending_id)
+        if waiter.future.done():
+            _fail_confirmation(waiter.future.result(), "the agent went away")
+        await self._detach_and_pause(waiter)
 
     async def _detach_and_pause(self, waiter: LiveWaiter) -> None:
         """Detach the bundle, announce it, then pause (complete) exactly the turn that asked,

@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from backend import failpoints
 from backend.clarifications import claims
 from backend.clarifications.waiters import LiveWaiter, WaiterOutcome, WaiterRegistry
 from backend.db.bounded import bounded
@@ -78,32 +79,41 @@ class LivePermissions:
         if not offered:
             return None  # nothing the user could choose
 
-        async def store_request() -> dict[str, Any] | None:
-            """The row and the session waiting for input, in one transaction; ``None``
+        async def store_request() -> tuple[dict[str, Any], LiveWaiter] | None:
+            """The row and the session waiting for input, in one transaction, with the waiter
+            registered before the commit (:meth:`WaiterRegistry.until_committed`); ``None``
             (nothing written) unless the turn is still current, open and at ``generation``."""
-            async with write_tx(self.engine) as conn:
-                try:
-                    admitted = await require_current(
-                        conn, session_id, turn_id, generation, open_turn=True
+            with self.waiters.until_committed() as hold:
+                async with write_tx(self.engine) as conn:
+                    try:
+                        admitted = await require_current(
+                            conn, session_id, turn_id, generation, open_turn=True
+                        )
+                    except (TurnNotCurrent, NotFound) as refused:
+                        log.info("permission request in turn %s refused: %s", turn_id, refused)
+                        return None
+                    row = await store.insert_request(conn, admitted, title_of(title), offered)
+                    await set_state_for_generation(
+                        conn, session_id, generation, SessionState.WAITING_FOR_INPUT
                     )
-                except (TurnNotCurrent, NotFound) as refused:
-                    log.info("permission request in turn %s refused: %s", turn_id, refused)
-                    return None
-                row = await store.insert_request(conn, admitted, title_of(title), offered)
-                await set_state_for_generation(
-                    conn, session_id, generation, SessionState.WAITING_FOR_INPUT
-                )
-                return row
+                    waiter = LiveWaiter(
+                        row["metadata"]["pending_id"], session_id, turn_id, generation
+                    )
+                    hold(waiter)
+                # Committed, answerable already, not yet announced; a fault here is an
+                # unknown commit outcome: the waiter goes, and a response (finding no waiter)
+                # or recovery cancels the row.
+                await failpoints.hit("permission.after_store")
+            return row, waiter
 
-        row = await bounded(store_request(), undo=self._abandon)
-        if row is None:
+        stored = await bounded(store_request(), undo=self._abandon)
+        if stored is None:
             return None
-        waiter = LiveWaiter(row["metadata"]["pending_id"], session_id, turn_id, generation)
-        self.waiters.register(waiter)
-        await self.announcer.rows("session.message.added", [row])
+        row, waiter = stored
         try:
+            await self.announcer.rows("session.message.added", [row])
             await self._wait(waiter)
-        except asyncio.CancelledError:
+        except BaseException:  # the agent's request was cancelled
             self.waiters.drop(waiter.pending_id)
             handoff = _handoff(waiter)
             _fail(handoff, "the agent's request was cancelled")
@@ -136,10 +146,14 @@ class LivePermissions:
 
     # -- the steps --------------------------------------------------------------------------
 
-    async def _abandon(self, row: dict[str, Any] | None) -> None:
+    async def _abandon(self, stored: tuple[dict[str, Any], LiveWaiter] | None) -> None:
         """Stored, but the agent's request was cancelled meanwhile: settle it at once."""
-        if row is not None:
-            await self._settle(row["session_id"], row["metadata"]["pending_id"], None)
+        if stored is not None:
+            row, waiter = stored
+            self.waiters.drop(waiter.pending_id)
+            handoff = _handoff(waiter)  # a response may have come first
+            _fail(handoff, "the agent's request was cancelled")
+            await self._settle(row["session_id"], waiter.pending_id, handoff)
 
     async def _wait(self, waiter: LiveWaiter) -> None:
         """Until a response is handed over, or the request is no longer answerable."""

@@ -89,7 +89,8 @@ async def lock_task_for_move(conn: AsyncConnection, task_id: str) -> Any:
     task = (await conn.execute(_LOCK_TASK, {"task": task_id})).first()
     if task is None:
         return None
-    await conn.execute(_LOCK_SESSIONS, {"task": task_id})
+    if conn.dialect.name != "sqlite":  # SQLite: the write lock holds already, no statement
+        await conn.execute(_LOCK_SESSIONS, {"task": task_id})
     return task
 
 

@@ -11,7 +11,7 @@ import pytest
 from backend import failpoints
 from backend.projections.revision import ProjectionRevision
 from tests.api.test_events import clarification_added, next_frame
-from tests.support.http import bundles, idle, session_of, start_session
+from tests.support.http import agent_replies, bundles, idle, session_of, start_session
 from tests.support.live import failpoint_hits
 from tests.support.processes import eventually
 
@@ -87,3 +87,76 @@ async def test_a_held_bundle_read_answers_after_release(live):
     response = await read
     assert response.status_code == 200
     assert json.loads(response.text) == {"bundles": []}
+
+
+@pytest.mark.scenario("S01")
+async def test_a_question_is_live_from_the_moment_it_is_stored(live):
+    """``clarification.after_store``: committed and not yet announced, the question already
+    has its waiter, so an answer then reaches the agent's wait; before, the row was visible
+    without its waiter and the answer took the detached path (a new prompt to a busy agent)."""
+    _task, session = await clean_session(live)
+    failpoints.configure("clarification.after_store", "hold")
+    try:
+        await live.http.post(
+            f"/api/v1/task-sessions/{session}/prompt",
+            json={"content": "/ask Stored yet? | yes | no\n/wait 600"},
+        )
+        await eventually(lambda: failpoint_hits("clarification.after_store"), lambda n: n >= 1)
+        (bundle,) = await bundles(live, session)
+        assert bundle["state"] == "active_live"
+        answer = [
+            {"message_id": q["message_id"], "option_ids": [q["options"][0]["id"]]}
+            for q in bundle["questions"]
+        ]
+        responding = asyncio.create_task(
+            live.http.post(
+                f"/api/v1/clarification/{bundle['pending_id']}/respond", json={"answers": answer}
+            )
+        )
+        await asyncio.sleep(0.2)  # the waiter holds the answer until the ask goes on
+        assert not responding.done()
+        failpoints.clear("clarification.after_store")
+        response = await responding
+    finally:
+        failpoints.clear("clarification.after_store")
+    assert response.status_code == 200, response.text
+    assert response.json()["outcome"] == "delivered"
+    await eventually(
+        lambda: agent_replies(live, session), lambda r: r[-1:] == ["Got: Stored yet?: yes"]
+    )
+    assert len(await live.dispatched(session)) == 2  # "hello", the question: no resume
+
+
+async def test_a_question_abandoned_right_after_its_store_stays_detached(live):
+    """A fault right after the store's commit (its outcome unknown to the asker): the
+    question stays, detached, with no waiter left behind, and is answered as a detached one
+    once the agent's turn ended."""
+    task, session = await clean_session(live)
+    failpoints.configure("clarification.after_store", "error", count=1)
+    try:
+        await live.http.post(
+            f"/api/v1/task-sessions/{session}/prompt",
+            json={"content": "/ask Left behind? | yes | no\n/wait 600"},
+        )
+        await eventually(lambda: failpoint_hits("clarification.after_store"), lambda n: n >= 1)
+        (bundle,) = await eventually(
+            lambda: bundles(live, session),
+            lambda b: len(b) == 1 and b[0]["state"] == "active_detached",
+            within_s=20,
+        )
+    finally:
+        failpoints.clear("clarification.after_store")
+    assert not live.runtime.waiters.has_waiter(bundle["pending_id"])
+    await idle(live, task, session, state="WAITING_FOR_INPUT")  # its turn ended
+    answer = [
+        {"message_id": q["message_id"], "option_ids": [q["options"][0]["id"]]}
+        for q in bundle["questions"]
+    ]
+    response = await live.http.post(
+        f"/api/v1/clarification/{bundle['pending_id']}/respond", json={"answers": answer}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["outcome"] == "resumed"
+    await eventually(
+        lambda: agent_replies(live, session), lambda r: r[-1:] == ["Got: Left behind?: yes"]
+    )

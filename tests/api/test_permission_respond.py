@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from backend import failpoints
 from backend.db.engine import read_tx
 from backend.db.tables import messages as messages_table
 from backend.vocabulary import MessageType, SessionState
@@ -26,7 +27,7 @@ from tests.support.http import (
     start_session,
     summary_settled,
 )
-from tests.support.live import LiveApi
+from tests.support.live import LiveApi, failpoint_hits
 from tests.support.processes import eventually
 
 PERMIT = "/reply Checking the build.\n/permit Delete the build directory? | Allow | Reject"
@@ -313,3 +314,43 @@ async def test_a_stopping_backend_cancels_the_waiting_request(live):
         lambda: agent_replies(live, session), lambda r: r[-1:] == ["Permission cancelled."]
     )
     assert (await session_of(live, task, session))["pending_action"] is None
+
+
+async def test_a_permission_request_is_answerable_live_from_the_moment_it_is_stored(live):
+    """``permission.after_store``: committed and not yet announced, the request already has
+    its waiter, so a choice made then reaches the agent; before, the row was visible without
+    its waiter and the choice cancelled the request ("no agent is waiting")."""
+    failpoints.configure("permission.after_store", "hold")
+    try:
+        task, session = await start_session(live, PERMIT)
+        await eventually(lambda: failpoint_hits("permission.after_store"), lambda n: n >= 1)
+        (row,) = await permission_rows(live, session)
+        responding = asyncio.create_task(
+            respond(live, row["metadata"]["pending_id"], {"option_id": "o1"})
+        )
+        await asyncio.sleep(0.2)  # the waiter holds the choice until the ask goes on
+        assert not responding.done()
+        failpoints.clear("permission.after_store")
+        status, body = await responding
+    finally:
+        failpoints.clear("permission.after_store")
+    assert (status, body["outcome"]) == (200, "delivered")
+    await idle(live, task, session)
+    assert await agent_replies(live, session) == ["Checking the build.", "Permission: Allow"]
+
+
+async def test_a_permission_request_whose_store_outcome_is_unknown_is_cancelled_not_kept(live):
+    """A fault right after the request's commit: no waiter is left behind, and the request
+    is cancelled by the next response (nobody will hear it) instead of waiting forever."""
+    failpoints.configure("permission.after_store", "error", count=1)
+    try:
+        _task, session = await start_session(live, PERMIT)
+        await eventually(lambda: failpoint_hits("permission.after_store"), lambda n: n >= 1)
+        (row,) = await permission_rows(live, session)
+    finally:
+        failpoints.clear("permission.after_store")
+    pid = row["metadata"]["pending_id"]
+    assert not live.runtime.permissions.waiters.has_waiter(pid)
+    status, body = await respond(live, pid, {"option_id": "o1"})
+    assert (status, body["error"], body["state"]) == (409, "not_active", "terminal")
+    assert (await status_of(live, row["id"]))["status"] == "cancelled"
