@@ -230,8 +230,27 @@ def kill_leftovers() -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
+def machine_quiet() -> str:
+    """What else ran when the benchmark started: the 1-minute load and any agent process
+    left behind by an earlier run (nine stray mock agents once made a whole table ~30%
+    slower; a table measured beside them says so)."""
+    load = os.getloadavg()[0]
+    strays = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if b"mock_acp" in (entry / "cmdline").read_bytes():
+                    strays += 1
+    busy = load > 0.5 or strays
+    return f"Machine at start: {os.cpu_count()} cores, load {load:.2f}, {strays} stray agents" + (
+        " (not quiet: figures are low)" if busy else " (quiet)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    machine = machine_quiet()
+    print(machine)
     results: list[Measured] = []
     profile: list[str] = []
     dbs = ("sqlite", "postgres") if args.db == "both" else (args.db,)
@@ -253,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.answers} timed answers per row; latency = client-side respond call; "
         "answers/s = answers / wall time of the fire windows; bare = the same essential "
         "transactions on sqlite3/psycopg with the same number of threads.",
+        machine + ".",
     ]
     extra = ["## Statements per answer", ""]
     for db in dbs:

@@ -90,6 +90,9 @@ async def test_a_held_bundle_read_answers_after_release(live):
 
 
 @pytest.mark.scenario("S01")
+@pytest.mark.fault(
+    "clarification.after_store", "hold", "answer delivered live to the wait, no resume"
+)
 async def test_a_question_is_live_from_the_moment_it_is_stored(live):
     """``clarification.after_store``: committed and not yet announced, the question already
     has its waiter, so an answer then reaches the agent's wait; before, the row was visible
@@ -127,6 +130,9 @@ async def test_a_question_is_live_from_the_moment_it_is_stored(live):
     assert len(await live.dispatched(session)) == 2  # "hello", the question: no resume
 
 
+@pytest.mark.fault(
+    "clarification.after_store", "error", "no waiter left; detached, answered by one resume"
+)
 async def test_a_question_abandoned_right_after_its_store_stays_detached(live):
     """A fault right after the store's commit (its outcome unknown to the asker): the
     question stays, detached, with no waiter left behind, and is answered as a detached one

@@ -316,6 +316,7 @@ async def test_a_stopping_backend_cancels_the_waiting_request(live):
     assert (await session_of(live, task, session))["pending_action"] is None
 
 
+@pytest.mark.fault("permission.after_store", "hold", "the choice reaches the agent, 200")
 async def test_a_permission_request_is_answerable_live_from_the_moment_it_is_stored(live):
     """``permission.after_store``: committed and not yet announced, the request already has
     its waiter, so a choice made then reaches the agent; before, the row was visible without
@@ -339,6 +340,9 @@ async def test_a_permission_request_is_answerable_live_from_the_moment_it_is_sto
     assert await agent_replies(live, session) == ["Checking the build.", "Permission: Allow"]
 
 
+@pytest.mark.fault(
+    "permission.after_store", "error", "no waiter left; the next response cancels it (409)"
+)
 async def test_a_permission_request_whose_store_outcome_is_unknown_is_cancelled_not_kept(live):
     """A fault right after the request's commit: no waiter is left behind, and the request
     is cancelled by the next response (nobody will hear it) instead of waiting forever."""
