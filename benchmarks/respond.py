@@ -230,20 +230,29 @@ def kill_leftovers() -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
+def _cpu_times() -> tuple[int, int]:
+    with open("/proc/stat", encoding="ascii") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    return sum(fields), fields[3] + fields[4]  # all, idle + iowait
+
+
 def machine_quiet() -> str:
-    """What else ran when the benchmark started: the 1-minute load and any agent process
-    left behind by an earlier run (nine stray mock agents once made a whole table ~30%
-    slower; a table measured beside them says so)."""
-    load = os.getloadavg()[0]
+    """What else ran when the benchmark started: the CPU busy over one second and any agent
+    process left behind by an earlier run (nine stray mock agents once made a whole table
+    ~30% slower; a table measured beside them says so)."""
+    total, idle = _cpu_times()
+    time.sleep(1.0)
+    total2, idle2 = _cpu_times()
+    busy = 1 - (idle2 - idle) / max(total2 - total, 1)
     strays = 0
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
                 if b"mock_acp" in (entry / "cmdline").read_bytes():
                     strays += 1
-    busy = load > 0.5 or strays
-    return f"Machine at start: {os.cpu_count()} cores, load {load:.2f}, {strays} stray agents" + (
-        " (not quiet: figures are low)" if busy else " (quiet)"
+    quiet = busy < 0.1 and not strays
+    return f"Machine at start: {os.cpu_count()} cores, {busy:.0%} busy, {strays} stray agents" + (
+        " (quiet)" if quiet else " (not quiet: figures are low)"
     )
 
 
