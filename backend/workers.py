@@ -23,7 +23,7 @@ a claim being delivered):
   and its agents die with it), rather than serve on as a zombie beside the workers taking its
   work over. It checks its lock every ``KANDEV_WORKER_HEARTBEAT_S``; a sweep takes over only
   the work of workers it saw gone twice, a sweep interval apart
-  (:meth:`WorkerPresence.dead_filter`), so a worker that lost its lock has stopped before the
+  (:meth:`WorkerPresence.sweep_filter`), so a worker that lost its lock has stopped before the
   others touch its work (the atomic claims keep even a later zombie from answering twice);
 - a clarification bundle names the worker whose waiter holds it; while that worker lives,
   every worker treats the bundle as live (:func:`other_live_workers`) and hands answers to it

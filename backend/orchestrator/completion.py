@@ -104,6 +104,11 @@ class TurnCompletion:
         if closed is None or not closed.owns_session:
             return False
         self.on_activity(session_id)
+        # Committed: the turn's prompt ended, so did its tool calls (no await since the
+        # commit, so no responder found a waiter of the closed turn meanwhile).
+        for waiter in self.waiters.of_session(session_id):
+            if waiter.turn_id == turn_id:
+                self.waiters.drop(waiter.pending_id)
         for row in closed.detached:
             await self.events.message("session.message.updated", row)
         ids = {"session_id": session_id, "task_id": closed.task_id}
@@ -179,9 +184,6 @@ class TurnCompletion:
     ) -> ClosedTurn:
         """In the close's transaction: detach what the agent no longer waits for (a no-op
         when it answered everything) and set the session waiting for input or idle."""
-        for waiter in self.waiters.of_session(session_id):
-            if waiter.turn_id == turn_id:  # the turn's prompt ended: so did its tool calls
-                self.waiters.drop(waiter.pending_id)
         detached = await detach(conn, session_id, turn_id=turn_id)
         (authority,) = await session_authority(conn, Scope.session(session_id))
         waiting = authority.pending_action is PendingAction.CLARIFICATION

@@ -166,3 +166,34 @@ async def test_a_question_abandoned_right_after_its_store_stays_detached(live):
     await eventually(
         lambda: agent_replies(live, session), lambda r: r[-1:] == ["Got: Left behind?: yes"]
     )
+
+
+@pytest.mark.scenario("S32")
+async def test_an_agent_gone_while_its_question_is_announced_leaves_it_detached(live):
+    """The agent is killed while its stored question is being announced: the waiter goes
+    and the question is detached and answerable, its turn paused, as after any disconnect."""
+    task, session = await clean_session(live)
+    failpoints.configure("clarification.before_store", "hold")
+    try:
+        await live.http.post(
+            f"/api/v1/task-sessions/{session}/prompt",
+            json={"content": "/ask Announced? | yes | no\n/wait 600"},
+        )
+        await eventually(lambda: failpoint_hits("clarification.before_store"), lambda n: n >= 1)
+        failpoints.configure("events.message", "hold", count=1)  # the question's announce
+        failpoints.clear("clarification.before_store")
+        await eventually(lambda: failpoint_hits("events.message"), lambda n: n >= 1)
+        agent = live.executor.process_of(session)
+        assert agent is not None
+        agent.kill()  # the tool call's connection drops: its request is cancelled
+        (bundle,) = await eventually(
+            lambda: bundles(live, session),
+            lambda b: len(b) == 1 and b[0]["state"] == "active_detached",
+            within_s=20,
+        )
+    finally:
+        failpoints.clear("events.message")
+        failpoints.clear("clarification.before_store")
+    assert not live.runtime.waiters.has_waiter(bundle["pending_id"])
+    listed = await idle(live, task, session, state="WAITING_FOR_INPUT")  # its turn paused
+    assert listed["pending_action"] == "clarification"
