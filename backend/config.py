@@ -22,7 +22,13 @@ class Settings(BaseSettings):
 
     database_url: str = f"sqlite+aiosqlite:///{DEFAULT_SQLITE_PATH}"
     sqlite_busy_timeout_ms: int = 10_000
-    db_pool_size: int = 5
+    #: Database connections each process keeps open, and never more: a transaction that
+    #: finds them all busy waits for one. No overflow connections are opened and closed per
+    #: transaction: each cost PostgreSQL a backend process (fork, authentication, catalog
+    #: caches) and SQLite a thread with its pragmas, which under 20 concurrent clients was a
+    #: third of the database's CPU. Several workers on PostgreSQL keep ``workers x`` this many
+    #: (``python -m backend.preflight`` checks they fit in ``max_connections``).
+    db_pool_size: int = 20
     #: How long a prompt may wait for the agent's acknowledgement (an agent that is still
     #: starting by then did not take it).
     agentctl_ack_timeout_s: float = 10.0

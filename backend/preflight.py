@@ -6,7 +6,9 @@ process), NATS (their event bus, ``KANDEV_NATS_URL``) and Redis (Reflex keeps ev
 state there, ``REFLEX_REDIS_URL``, and runs one backend worker without it). Each is asked
 whether it answers *before* the frontend build and the workers start, so a missing one is one
 clear line naming it and the variable that points at it, not a traceback from inside a worker
-minutes later, and never a silent run on fewer workers.
+minutes later, and never a silent run on fewer workers. PostgreSQL is also asked how many
+connections it accepts: every worker keeps up to ``KANDEV_DB_POOL_SIZE`` open, and pools that
+would not fit are refused with a size that does.
 
 On success the one-line summary goes to stdout; on a problem the one-line message goes to stdout
 and the exit status is 2 (``scripts/run`` prints it as its error). Anything else (a crash) exits
@@ -125,6 +127,29 @@ def postgres_answers(url: str, timeout_s: float = TIMEOUT_S) -> str | None:
     return None
 
 
+def postgres_capacity(url: str, timeout_s: float = TIMEOUT_S) -> int | None:
+    """How many connections PostgreSQL accepts from ordinary roles (``max_connections`` less
+    the reserved ones); None when that cannot be read (the run then is not refused for it)."""
+    engine = create_engine(
+        sync_url(url), poolclass=NullPool, connect_args={"connect_timeout": max(1, timeout_s)}
+    )
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(_CAPACITY).scalar_one())
+    except (SQLAlchemyError, TypeError, ValueError):
+        return None
+    finally:
+        engine.dispose()
+
+
+#: ``reserved_connections`` exists from PostgreSQL 16 (missing: NULL, counted as 0).
+_CAPACITY = text(
+    "SELECT current_setting('max_connections')::int"
+    " - current_setting('superuser_reserved_connections')::int"
+    " - coalesce(current_setting('reserved_connections', true), '0')::int"
+)
+
+
 def nats_answers(url: str, timeout_s: float = TIMEOUT_S) -> str | None:
     """None when a NATS server completes the client handshake at ``url``, else why not.
 
@@ -180,6 +205,10 @@ def redis_answers(url: str, timeout_s: float = TIMEOUT_S) -> str | None:
 
 
 Probe = Callable[[str, float], str | None]
+Capacity = Callable[[str, float], int | None]
+
+#: Connections left beside the workers' pools: psql sessions, the CLI, a migration.
+CONNECTION_HEADROOM = 10
 
 
 def preflight(
@@ -191,6 +220,7 @@ def preflight(
     postgres: Probe = postgres_answers,
     nats_probe: Probe = nats_answers,
     redis_probe: Probe = redis_answers,
+    capacity: Capacity = postgres_capacity,
 ) -> Plan | None:
     """Everything a run of ``workers`` workers needs, checked; None for one worker (nothing
     to check: one worker runs as it always did). The probes are parameters so tests can judge
@@ -206,6 +236,7 @@ def preflight(
             f"{prefix}: PostgreSQL at {_shown(plan.database_url)} does not answer ({why}):"
             " start it (and create the database), or set KANDEV_DATABASE_URL"
         )
+    _check_capacity(prefix, workers, settings.db_pool_size, capacity(plan.database_url, timeout_s))
     if (why := nats_probe(plan.nats_url, timeout_s)) is not None:
         raise PreflightError(
             f"{prefix}: no NATS server answers at {plan.nats_url} ({why}):"
@@ -217,6 +248,27 @@ def preflight(
             f" start redis-server, or set {REDIS_ENV}=redis://host:6379"
         )
     return plan
+
+
+def _check_capacity(prefix: str, workers: int, pool_size: int, accepted: int | None) -> None:
+    """Every worker keeps up to ``pool_size`` connections open: refuse a run whose pools
+    would not fit, before it fails under load with "too many clients"."""
+    if accepted is None:
+        return
+    kept = workers * pool_size
+    if kept + CONNECTION_HEADROOM <= accepted:
+        return
+    fits = (accepted - CONNECTION_HEADROOM) // workers
+    remedy = (
+        f"set KANDEV_DB_POOL_SIZE={fits} or less, or raise max_connections"
+        if fits >= 2
+        else "run fewer workers, or raise max_connections"
+    )
+    raise PreflightError(
+        f"{prefix}: the workers keep up to {workers} x KANDEV_DB_POOL_SIZE={pool_size} = {kept}"
+        f" database connections (and {CONNECTION_HEADROOM} more are left for tools), but"
+        f" PostgreSQL accepts {accepted}: {remedy}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

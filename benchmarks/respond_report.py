@@ -8,6 +8,7 @@ costs "per answer" divide a measured window (fire + settle) by the answers in it
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 
@@ -62,14 +63,18 @@ def cost_table(results: list[Measured]) -> str:
     aftermath: confirmation, the agent's reply and end of turn, summary projection)."""
     lines = [
         "| db | workers | mode | clients | server loop CPU ms | server other threads ms "
-        "| GC ms | agents ms | postgres ms | client ms | statements | transactions | events "
-        "| settle s |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| GC ms | agents ms | postgres ms | client ms | all CPU ms | loops allow /s "
+        "| cores allow /s | statements | transactions | events | settle s |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    cores = os.cpu_count() or 1
     for r in results:
         if not r.latencies:
             continue
         cpu = r.cpu_total
+        loop_s = _per(r, cpu["server loop"])
+        all_s = sum(_per(r, cpu[k]) for k in _ALL_CPU)
+        bounds = _rate(min(r.workers, cores), loop_s), _rate(cores, all_s)
         stmts = sum(r.counts.get("statements", Counter()).values())
         commits = sum(r.counts.get("commits", Counter()).values())
         events = sum(r.counts.get("events", Counter()).values())
@@ -79,10 +84,22 @@ def cost_table(results: list[Measured]) -> str:
             f"| {_ms(_per(r, cpu['server loop']))} | {_ms(_per(r, cpu['server threads']))} "
             f"| {_ms(_per(r, gc_s))} "
             f"| {_ms(_per(r, cpu['agents']))} | {_ms(_per(r, cpu['postgres']))} "
-            f"| {_ms(_per(r, cpu['client']))} | {_per(r, stmts):.1f} | {_per(r, commits):.1f} "
+            f"| {_ms(_per(r, cpu['client']))} | {_ms(all_s)} | {bounds[0]} | {bounds[1]} "
+            f"| {_per(r, stmts):.1f} | {_per(r, commits):.1f} "
             f"| {_per(r, events):.1f} | {r.settle_s:.1f} |"
         )
     return "\n".join(lines)
+
+
+#: Every process of the run whose CPU is measured (GC runs on the loop: counted there).
+_ALL_CPU = ("server loop", "server threads", "agents", "postgres", "client")
+
+
+def _rate(cores: int, cpu_s_per_answer: float) -> str:
+    """The answers per second ``cores`` busy cores would give at this CPU cost per answer:
+    what the machine allows the load generator and server together, whatever the code waits
+    on (the server's loops can use one core each, the whole load all the cores)."""
+    return f"{cores / cpu_s_per_answer:.0f}" if cpu_s_per_answer > 0 else "-"
 
 
 def short_sql(sql: str) -> str:

@@ -11,6 +11,7 @@ use deferred transactions, while :func:`write_tx` takes the write lock up front
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import lru_cache
@@ -22,7 +23,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from backend.config import Settings, get_settings
-from backend.db import postgres_pool, sqlite_driver
+from backend.db import postgres_pool, sqlite_driver, write_gate
 
 _SQLITE_BEGIN = "kandev_sqlite_begin"
 
@@ -89,11 +90,13 @@ def create_engine(url: str, settings: Settings | None = None) -> AsyncEngine:
             url,
             module=sqlite_driver.OneTripDbapi(),
             pool_size=settings.db_pool_size,
+            max_overflow=0,
             pool_pre_ping=False,
             pool_reset_on_return=None,
         )
         sqlite_driver.install_pool_hooks(engine.sync_engine)
         configure_sqlite(engine.sync_engine, settings.sqlite_busy_timeout_ms)
+        write_gate.install(engine.sync_engine, settings.sqlite_busy_timeout_ms / 1000)
         return engine
     # JIT compilation costs tens of milliseconds per statement and never pays off for the
     # short index-driven queries this application runs. The pre-ping's round trip per
@@ -101,6 +104,7 @@ def create_engine(url: str, settings: Settings | None = None) -> AsyncEngine:
     engine = create_async_engine(
         url,
         pool_size=settings.db_pool_size,
+        max_overflow=0,
         pool_pre_ping=False,
         connect_args={"options": "-c jit=off"},
     )
@@ -123,8 +127,13 @@ async def read_tx(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 
 @asynccontextmanager
 async def write_tx(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
-    """A transaction that writes; on SQLite it holds the write lock from its first statement."""
-    async with engine.connect() as conn:
+    """A transaction that writes; on SQLite it holds the write lock from its first statement,
+    and this process's writers queue for that lock in order (``backend/db/write_gate.py``)."""
+    gate = write_gate.gate_of(engine.sync_engine)
+    async with contextlib.AsyncExitStack() as stack:
+        if gate is not None:
+            await stack.enter_async_context(gate.turn())
+        conn = await stack.enter_async_context(engine.connect())
         if conn.dialect.name == "sqlite":
             conn = await conn.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"})
         async with conn.begin():

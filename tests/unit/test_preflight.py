@@ -8,12 +8,15 @@ import pytest
 
 from backend.config import Settings
 from backend.preflight import (
+    CONNECTION_HEADROOM,
     PROBLEM_EXIT,
+    Capacity,
     Plan,
     PreflightError,
     main,
     nats_answers,
     postgres_answers,
+    postgres_capacity,
     preflight,
     redis_answers,
 )
@@ -27,6 +30,16 @@ REDIS = "redis://127.0.0.1:6379"
 def answers(_url: str, _timeout_s: float) -> None:
     """A probe of a server that is up."""
     return None
+
+
+def unknown(_url: str, _timeout_s: float) -> None:
+    """A capacity probe that could not tell."""
+    return None
+
+
+def accepts(connections: int) -> Capacity:
+    """A capacity probe of a server accepting ``connections``."""
+    return lambda _url, _timeout_s: connections
 
 
 def never(url: str, _timeout_s: float) -> None:
@@ -88,6 +101,7 @@ def test_an_unreachable_nats_server_is_named_with_its_url_and_variable() -> None
             postgres=answers,
             nats_probe=nats_answers,
             redis_probe=never,
+            capacity=unknown,
         )
     message = str(refused.value)
     assert "\n" not in message
@@ -107,16 +121,55 @@ def test_unreachable_postgres_and_redis_say_why_and_hide_the_password() -> None:
 
     closed_redis = f"redis://127.0.0.1:{free_port()}"
     with pytest.raises(PreflightError, match=f"Redis at {closed_redis} does not answer"):
-        preflight(2, settings(), closed_redis, timeout_s=1, postgres=answers, nats_probe=answers)
+        preflight(
+            2,
+            settings(),
+            closed_redis,
+            timeout_s=1,
+            postgres=answers,
+            nats_probe=answers,
+            capacity=unknown,
+        )
     assert redis_answers(closed_redis, 1) is not None
 
 
 def test_all_answering_gives_the_plan() -> None:
     plan = preflight(
-        4, settings(), REDIS, postgres=answers, nats_probe=answers, redis_probe=answers
+        4,
+        settings(),
+        REDIS,
+        postgres=answers,
+        nats_probe=answers,
+        redis_probe=answers,
+        capacity=accepts(4 * 20 + CONNECTION_HEADROOM),
     )
     assert plan == Plan(4, POSTGRES, NATS, REDIS)
     assert "secret" not in plan.summary()
+
+
+def test_pools_that_would_not_fit_in_postgres_are_refused_with_a_pool_size_that_fits() -> None:
+    """Five workers keeping 20 connections each do not fit in PostgreSQL's default 100
+    (97 for ordinary roles): the line names the pool size that would."""
+    with pytest.raises(PreflightError) as refused:
+        preflight(5, settings(), REDIS, postgres=answers, nats_probe=never, capacity=accepts(97))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "5 x KANDEV_DB_POOL_SIZE=20 = 100" in message
+    assert "PostgreSQL accepts 97" in message
+    assert "set KANDEV_DB_POOL_SIZE=17 or less" in message
+
+    many = Settings(database_url=POSTGRES, nats_url=NATS, db_pool_size=2)
+    with pytest.raises(PreflightError, match="run fewer workers"):
+        preflight(60, many, REDIS, postgres=answers, nats_probe=never, capacity=accepts(97))
+
+
+def test_the_capacity_is_read_from_the_server(database_url: str) -> None:
+    """On this machine's PostgreSQL (the default 100, 3 reserved for superusers)."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL only")
+    accepted = postgres_capacity(database_url, 3)
+    assert accepted is not None and 0 < accepted < 10_000
+    assert postgres_capacity(f"postgresql+psycopg://me@127.0.0.1:{free_port()}/x", 1) is None
 
 
 def test_the_entry_point_prints_one_line_and_exits_2(
