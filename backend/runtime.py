@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 #: A worker's exit status once it lost its advisory lock (``EX_TEMPFAIL``: start another).
 EXIT_PRESENCE_LOST = 75
+#: The name of a worker's heartbeat-and-sweep task (its statements run forever, idle or not).
+UPKEEP_TASK = "worker-upkeep"
 
 
 def stop_process(lost: PresenceLost) -> None:
@@ -204,7 +206,9 @@ class Runtime:
         log.info("backend started with projection epoch %s", clock.epoch)
         self._revisions = clock
         if isinstance(self.presence, WorkerPresence):
-            self._sweeper = asyncio.create_task(self._sweep_forever(self.presence))
+            self._sweeper = asyncio.create_task(
+                self._sweep_forever(self.presence), name=UPKEEP_TASK
+            )
 
     async def stop(self) -> None:
         self._revisions = None

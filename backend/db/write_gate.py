@@ -7,8 +7,10 @@ sits free while every contender is asleep, and a writer can lose every retry to 
 hundreds of milliseconds. Queueing this process's writers here first (first come, first
 served) hands the lock to the next writer as soon as the previous one commits.
 
-Correctness still comes from SQLite's lock alone: the gate only orders who asks for it. A
-writer in another process (the CLI, a migration) still meets the busy handler, as before. A
+Correctness still comes from SQLite's lock alone: the gate only orders who asks for it. Only
+one process serves an SQLite database (``backend/workers.py``: an exclusive ``flock``), so the
+gate orders every serving writer; a writer in another process (the CLI, a migration) still
+meets the busy handler, as before. A
 writer that waited here longer than the busy timeout goes ahead to ``BEGIN IMMEDIATE`` anyway,
 so a holder that never lets go produces the same ``database is locked`` error as without the
 gate, and a task that opens a write transaction inside its own (a bug) is not made to wait
