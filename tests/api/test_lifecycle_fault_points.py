@@ -26,6 +26,16 @@ async def clean_session(live) -> tuple[str, str]:
     return task, session
 
 
+async def ask_until(live, session: str, point: str, question: str) -> None:
+    """Prompt the agent to ask ``question`` (and wait for it), until the store reaches the
+    armed fault point ``point``."""
+    await live.http.post(
+        f"/api/v1/task-sessions/{session}/prompt",
+        json={"content": f"/ask {question}\n/wait 600"},
+    )
+    await eventually(lambda: failpoint_hits(point), lambda n: n >= 1)
+
+
 @pytest.mark.scenario("S06")
 async def test_a_list_held_after_its_read_is_older_and_staler_than_the_overtaking_event(live):
     """``sessions.list.after_read``: the list has already read the clean session when a
@@ -100,11 +110,7 @@ async def test_a_question_is_live_from_the_moment_it_is_stored(live):
     _task, session = await clean_session(live)
     failpoints.configure("clarification.after_store", "hold")
     try:
-        await live.http.post(
-            f"/api/v1/task-sessions/{session}/prompt",
-            json={"content": "/ask Stored yet? | yes | no\n/wait 600"},
-        )
-        await eventually(lambda: failpoint_hits("clarification.after_store"), lambda n: n >= 1)
+        await ask_until(live, session, "clarification.after_store", "Stored yet? | yes | no")
         (bundle,) = await bundles(live, session)
         assert bundle["state"] == "active_live"
         answer = [
@@ -140,11 +146,7 @@ async def test_a_question_abandoned_right_after_its_store_stays_detached(live):
     task, session = await clean_session(live)
     failpoints.configure("clarification.after_store", "error", count=1)
     try:
-        await live.http.post(
-            f"/api/v1/task-sessions/{session}/prompt",
-            json={"content": "/ask Left behind? | yes | no\n/wait 600"},
-        )
-        await eventually(lambda: failpoint_hits("clarification.after_store"), lambda n: n >= 1)
+        await ask_until(live, session, "clarification.after_store", "Left behind? | yes | no")
         (bundle,) = await eventually(
             lambda: bundles(live, session),
             lambda b: len(b) == 1 and b[0]["state"] == "active_detached",
@@ -175,11 +177,7 @@ async def test_an_agent_gone_while_its_question_is_announced_leaves_it_detached(
     task, session = await clean_session(live)
     failpoints.configure("clarification.before_store", "hold")
     try:
-        await live.http.post(
-            f"/api/v1/task-sessions/{session}/prompt",
-            json={"content": "/ask Announced? | yes | no\n/wait 600"},
-        )
-        await eventually(lambda: failpoint_hits("clarification.before_store"), lambda n: n >= 1)
+        await ask_until(live, session, "clarification.before_store", "Announced? | yes | no")
         failpoints.configure("events.message", "hold", count=1)  # the question's announce
         failpoints.clear("clarification.before_store")
         await eventually(lambda: failpoint_hits("events.message"), lambda n: n >= 1)
